@@ -1,0 +1,31 @@
+# The two commands of the README: `make book` and `make test`. Both set up .venv on first use.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.negbook-installed
+
+.PHONY: install test book bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first, pinned to the builds that install offline here (pyproject pins the same).
+	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install --quiet -e ".[book,dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+book: $(STAMP)
+	$(PY) -m negutils.run --profile cpu
+
+bench: $(STAMP)
+	$(PY) bench/tap_overhead.py
+	$(PY) bench/offline_error.py
+	$(PY) bench/world_render.py
+
+clean:
+	rm -rf artifacts book/_build

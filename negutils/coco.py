@@ -1,0 +1,126 @@
+"""Read any COCO-format split (the embedded world's or real COCO/VOC) into one small object."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+@dataclass
+class CocoSplit:
+    """Images of one split with their object sets and captions, in image-id order."""
+    name: str
+    image_root: Path
+    image_ids: list[int]
+    file_names: list[str]
+    objects: list[frozenset[str]]        # category names present, per image
+    captions: list[list[dict]]            # caption records per image ({"caption", ...})
+    categories: list[str]
+    boxes: list[list[tuple[str, list[float]]]] | None = None  # (category, [x, y, w, h]) per image
+    pixels_path: Path | None = None
+
+    def __len__(self) -> int:
+        return len(self.image_ids)
+
+    def image_path(self, i: int) -> Path:
+        return self.image_root / self.file_names[i]
+
+    def load_image(self, i: int) -> Image.Image:
+        path = self.image_path(i)
+        if not path.exists():
+            raise FileNotFoundError(f"split {self.name!r}: image {path} (id {self.image_ids[i]}) is missing")
+        return Image.open(path).convert("RGB")
+
+    def images(self, indices=None):
+        """Images at ``indices`` in a form ``Backbone.encode_images`` takes: a uint8 array when the
+        split has pixels.npy, else a lazy sequence that opens files one batch at a time."""
+        indices = np.arange(len(self)) if indices is None else np.asarray(indices)
+        if self.pixels_path is not None and self.pixels_path.exists():
+            return np.asarray(self.pixels()[indices])
+        return LazyImages(self, indices)
+
+    def pixels(self) -> np.ndarray:
+        """All images as uint8 [N, H, W, 3]: memory-mapped from pixels.npy when the split has one."""
+        if self.pixels_path is not None and self.pixels_path.exists():
+            return np.load(self.pixels_path, mmap_mode="r")
+        return np.stack([np.asarray(self.load_image(i)) for i in range(len(self))])
+
+
+class LazyImages:
+    """A sliceable sequence of PIL images read from disk on access."""
+
+    def __init__(self, split: CocoSplit, indices: np.ndarray):
+        self.split, self.indices = split, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return [self.split.load_image(int(i)) for i in self.indices[item]]
+        return self.split.load_image(int(self.indices[item]))
+
+
+def _read_json(path: Path, what: str) -> dict:
+    if not path.exists():
+        raise FileNotFoundError(f"{what} file {path} does not exist")
+    with open(path) as fh:
+        data = json.load(fh)
+    for key in ("images", "annotations"):
+        if key not in data:
+            raise ValueError(f"{path} is not COCO format: it has no {key!r} key (keys: {sorted(data)})")
+    return data
+
+
+def load_split(split_dir: str | os.PathLike | None = None, *, instances: str | os.PathLike | None = None,
+               captions: str | os.PathLike | None = None, image_root: str | os.PathLike | None = None,
+               name: str | None = None) -> CocoSplit:
+    """Load a split either from a directory laid out like the embedded world
+    (``instances.json``, ``captions.json``, ``images/``) or from explicit COCO files.
+
+    ``image_root`` defaults to the directory of the instances file; for real COCO pass the
+    folder holding ``val2017/`` (or set ``COCO_IMAGE_ROOT`` and call through the profile).
+    """
+    if split_dir is not None:
+        split_dir = Path(split_dir)
+        instances = instances or split_dir / "instances.json"
+        captions = captions or split_dir / "captions.json"
+    if instances is None:
+        raise ValueError("load_split needs split_dir or instances=")
+    instances = Path(instances)
+    inst = _read_json(instances, "instances")
+    if "categories" not in inst:
+        raise ValueError(f"{instances} is not a COCO instances file: it has no 'categories' key")
+    id_to_cat = {c["id"]: c["name"] for c in inst["categories"]}
+    images = sorted(inst["images"], key=lambda im: im["id"])
+    index = {im["id"]: k for k, im in enumerate(images)}
+    objects: list[set[str]] = [set() for _ in images]
+    boxes: list[list] = [[] for _ in images]
+    for ann in inst["annotations"]:
+        if ann["image_id"] not in index:
+            raise ValueError(f"{instances}: annotation {ann.get('id')} refers to unknown image_id {ann['image_id']}")
+        k, name = index[ann["image_id"]], id_to_cat[ann["category_id"]]
+        objects[k].add(name)
+        boxes[k].append((name, ann["bbox"]))
+    caps: list[list[dict]] = [[] for _ in images]
+    if captions is not None and Path(captions).exists():
+        for ann in _read_json(Path(captions), "captions")["annotations"]:
+            if ann["image_id"] in index:
+                caps[index[ann["image_id"]]].append(ann)
+    root = Path(image_root) if image_root is not None else instances.parent
+    pixels = instances.parent / "pixels.npy"
+    return CocoSplit(
+        name=name or (split_dir.name if split_dir is not None else instances.stem),
+        image_root=root,
+        image_ids=[im["id"] for im in images],
+        file_names=[im["file_name"] for im in images],
+        objects=[frozenset(o) for o in objects],
+        captions=caps,
+        categories=[c["name"] for c in sorted(inst["categories"], key=lambda c: c["id"])],
+        boxes=boxes,
+        pixels_path=pixels if pixels.exists() else None,
+    )

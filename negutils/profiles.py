@@ -1,0 +1,80 @@
+"""Run profiles: smoke (tests), cpu (the default book), gpu (real backbones and datasets).
+
+A profile is data, so a notebook's only parameters are literals: ``profile = "cpu"`` plus
+optional overrides. Paths to real datasets come from parameters or environment variables,
+never from absolute paths in committed files.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .pretrain import PretrainConfig
+from .world import WorldConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    world: WorldConfig = field(default_factory=WorldConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    # Real-backbone mode: when ``backbone`` is set, it is loaded instead of pretraining the organism.
+    backbone: str | None = None
+    pretrained: str | None = None
+    dataset: str = "embedded"         # "embedded" or "coco"
+    description: str = ""
+
+    def artifacts_dir(self, root: str | os.PathLike | None = None) -> Path:
+        base = Path(root or os.environ.get("NEGBOOK_ARTIFACTS", REPO_ROOT / "artifacts"))
+        return base / self.name
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke",
+        world=WorldConfig(pretrain=768, negtrain=128, val=128, ood=64),
+        pretrain=PretrainConfig(model_name="negbook-tiny", samples=24 * 128, batch_size=128,
+                                lr=1e-3, evaluations=2, eval_images=128),
+        description="tiny world and model, a few steps: the whole suite in minutes (what tests run)",
+    ),
+    "cpu": Profile(
+        name="cpu",
+        world=WorldConfig(pretrain=30_000, negtrain=8_000, val=2_000, ood=1_000),
+        pretrain=PretrainConfig(model_name="negbook-organism", samples=440 * 128, batch_size=128),
+        description="the default book: the organism pretrained for about 10 minutes on 2 CPU cores",
+    ),
+    "gpu": Profile(
+        name="gpu",
+        backbone="ViT-B-32",
+        pretrained="openai",
+        dataset="coco",
+        world=WorldConfig(pretrain=200_000, negtrain=40_000, val=5_000, ood=2_500),
+        pretrain=PretrainConfig(model_name="negbook-organism", samples=2_000_000, batch_size=1024),
+        description="real open_clip backbone (ViT-B-32/openai) on COCO val2017 / VOC2007 from data_recipes/",
+    ),
+}
+
+
+def get_profile(name: str, **overrides) -> Profile:
+    """The named profile, with any top-level field replaced (e.g. ``backbone="ViT-L-14"``)."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(PROFILES[name], **overrides)
+
+
+def dataset_root(variable: str, parameter: str | None = None) -> Path:
+    """A dataset location from a notebook parameter or else an environment variable
+    (``COCO_IMAGE_ROOT``, ``NEGBENCH_CSV_DIR``, ``VOC_ROOT``, ...)."""
+    value = parameter or os.environ.get(variable)
+    if not value:
+        raise RuntimeError(f"no dataset location: pass it as a parameter or set ${variable} "
+                           "(see data_recipes/README.md for how to build it)")
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"${variable} points at {path}, which does not exist")
+    return path

@@ -1,0 +1,153 @@
+"""Execute the book's notebooks in order with papermill, then build the book from the copies.
+
+    python -m negutils.run --profile cpu                 # what `make book` runs
+    python -m negutils.run --profile smoke --book-out artifacts/smoke/book
+    python -m negutils.run --profile gpu -p pretrained=openai -p backbone=ViT-B-32
+
+Each notebook (``notebooks/NN_name.md``, jupytext MyST) is converted to ``.ipynb`` in a
+staging copy of ``book/``, executed there with ``profile`` injected into its ``parameters``
+cell, and the book is built from the executed copies (Jupyter Book does not re-execute).
+The first failing notebook stops the run with the notebook's name and the failing cell.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from .cache import atomic_save
+from .profiles import REPO_ROOT, get_profile
+
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+BOOK_DIR = REPO_ROOT / "book"
+CHAPTER_DIR = "chapters"  # where _toc.yml expects the executed notebooks, relative to the book root
+
+
+class NotebookFailed(RuntimeError):
+    pass
+
+
+def notebook_sources(only: list[str] | None = None) -> list[Path]:
+    sources = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.md"))
+    if only:
+        wanted = {Path(o).stem for o in only}
+        unknown = wanted - {s.stem for s in sources}
+        if unknown:
+            raise ValueError(f"no notebook named {sorted(unknown)} in {NOTEBOOK_DIR}")
+        sources = [s for s in sources if s.stem in wanted]
+    return sources
+
+
+def stage_book(stage: Path) -> Path:
+    """A fresh copy of book/ (config, toc, pages) to receive the executed chapters."""
+    if stage.exists():
+        shutil.rmtree(stage)
+    shutil.copytree(BOOK_DIR, stage, ignore=shutil.ignore_patterns("_build", CHAPTER_DIR))
+    (stage / CHAPTER_DIR).mkdir()
+    return stage
+
+
+def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = NOTEBOOK_DIR) -> float:
+    """Convert a MyST notebook and execute it with papermill; returns wall seconds."""
+    import jupytext
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    # Without an explicit format a header that lacks jupytext's version fields is read as plain
+    # markdown, and every code cell silently turns into text.
+    notebook = jupytext.read(source, fmt="md:myst")
+    if not any("parameters" in c.metadata.get("tags", []) for c in notebook.cells if c.cell_type == "code"):
+        raise NotebookFailed(f"notebook {source.name} has no code cell tagged 'parameters'; "
+                             "papermill could not inject the profile")
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    unexecuted = output.with_suffix(".input.ipynb")
+    jupytext.write(notebook, unexecuted, fmt="ipynb")
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(str(unexecuted), str(output), parameters=parameters, kernel_name="python3",
+                                   cwd=str(cwd), progress_bar=False, log_output=False)
+    except PapermillExecutionError as err:
+        raise NotebookFailed(
+            f"notebook {source.name} failed in cell {err.cell_index} (execution count {err.exec_count}): "
+            f"{err.ename}: {err.evalue}\n  the partly executed copy is {output}") from err
+    finally:
+        unexecuted.unlink(missing_ok=True)
+    return time.perf_counter() - start
+
+
+def build_book(stage: Path, book_out: Path) -> Path:
+    """``jupyter-book build`` with warnings as errors; returns the HTML index."""
+    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(stage),
+           "--path-output", str(book_out), "-W", "--keep-going"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+        raise RuntimeError(f"jupyter-book build of {stage} failed (exit {proc.returncode}):\n{tail}")
+    index = book_out / "_build" / "html" / "index.html"
+    if not index.exists():
+        raise RuntimeError(f"jupyter-book reported success but {index} is missing")
+    return index
+
+
+def _parse_parameter(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise ValueError(f"parameter {text!r} must look like name=value")
+    name, raw = text.split("=", 1)
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw  # a bare string such as ViT-B-32
+    return name.strip(), value
+
+
+def run(profile: str, only: list[str] | None = None, parameters: dict | None = None,
+        book_out: Path | None = None, build: bool = True) -> dict:
+    prof = get_profile(profile)
+    artifacts = prof.artifacts_dir()
+    stage = stage_book(artifacts / "book_src")
+    params = {"profile": profile, **(parameters or {})}
+    times = []
+    for source in notebook_sources(only):
+        output = stage / CHAPTER_DIR / f"{source.stem}.ipynb"
+        print(f"[negbook] executing {source.name} (profile {profile})", flush=True)
+        seconds = execute_notebook(source, output, params)
+        times.append({"profile": profile, "notebook": source.stem, "seconds": round(seconds, 2)})
+        print(f"[negbook]   done in {seconds:.1f} s", flush=True)
+    results = artifacts / "results"
+    atomic_save(results / "notebook_times.csv", lambda p: pd.DataFrame(times).to_csv(p, index=False))
+    out = {"stage": stage, "times": times}
+    if build:
+        book_out = Path(book_out) if book_out else (BOOK_DIR if profile == "cpu" else artifacts / "book")
+        out["index"] = build_book(stage, book_out)
+        print(f"[negbook] book: {out['index']}", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m negutils.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="cpu", help="smoke | cpu | gpu (default cpu)")
+    parser.add_argument("--only", nargs="*", help="run only these notebooks (names without .md)")
+    parser.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra notebook parameter, papermill style (repeatable)")
+    parser.add_argument("--book-out", type=Path, help="folder that receives _build/html "
+                        "(default: book/ for cpu, artifacts/<profile>/book otherwise)")
+    parser.add_argument("--no-book", action="store_true", help="execute the notebooks but do not build the book")
+    args = parser.parse_args(argv)
+    try:
+        run(args.profile, args.only, dict(_parse_parameter(p) for p in args.parameter), args.book_out,
+            build=not args.no_book)
+    except (NotebookFailed, RuntimeError, ValueError) as err:
+        print(f"[negbook] error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

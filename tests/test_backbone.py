@@ -1,0 +1,115 @@
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from negutils.backbone import load_backbone, save_checkpoint
+from negutils.weights import CheckpointMismatchError, tag_needs_quick_gelu
+
+CAPTIONS = ["a star", "This image features a red star and a blue moon.",
+            "There is a cup, but no umbrella in this picture.", ""]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_backbone("negbook-tiny")
+
+
+@pytest.fixture(scope="module")
+def vit_b32():
+    return load_backbone("ViT-B-32")  # randomly initialised, nothing downloads
+
+
+@pytest.mark.parametrize("which", ["tiny", "vit_b32"])
+def test_last_tapped_layer_equals_encode_text(which, request):
+    bb = request.getfixturevalue(which)
+    out = bb.encode_text_layers(CAPTIONS)
+    assert out.eos.shape == (12, len(CAPTIONS), bb.embed_dim)
+    reference = F.normalize(bb.model.encode_text(bb.tokenize(CAPTIONS)), dim=-1)
+    assert torch.allclose(out.layer(12), reference, atol=1e-5)
+    assert torch.allclose(out.final, reference, atol=1e-5)
+
+
+def test_every_tapped_layer_is_unit_norm_and_layers_differ(tiny):
+    out = tiny.encode_text_layers(CAPTIONS)
+    assert torch.allclose(out.eos.norm(dim=-1), torch.ones(12, len(CAPTIONS)), atol=1e-5)
+    assert not torch.allclose(out.layer(6), out.layer(12))
+
+
+def test_eos_index_and_mask_follow_caption_length(tiny):
+    lengths = [len(tiny.tokenizer.encode(c)) for c in CAPTIONS]
+    out = tiny.encode_text_layers(CAPTIONS, token_layers=[8, 12])
+    assert out.eos_index.tolist() == [n + 1 for n in lengths]  # SOT, n tokens, then EOT
+    assert out.mask.sum(dim=1).tolist() == [n + 2 for n in lengths]
+    assert out.tokens[8].shape == (len(CAPTIONS), tiny.context_length, 64)
+    # the token sequence after ln_final, projected at EOS, is the final embedding
+    rows = torch.arange(len(CAPTIONS))
+    eos_tokens = out.tokens[12][rows, out.eos_index]
+    assert torch.allclose(F.normalize(eos_tokens @ tiny.model.text_projection, dim=-1), out.final, atol=1e-5)
+
+
+def test_taps_do_not_depend_on_batch_composition(tiny):
+    alone = tiny.encode_text_layers(CAPTIONS[1:2])
+    batched = tiny.encode_text_layers(CAPTIONS, batch_size=2)
+    assert torch.allclose(alone.eos[:, 0], batched.eos[:, 1], atol=1e-5)
+
+
+def test_layer_numbering_is_one_based(tiny):
+    out = tiny.encode_text_layers(CAPTIONS[:1])
+    with pytest.raises(IndexError):
+        out.layer(0)
+
+
+def test_image_embeddings_unit_norm_and_flip_average(tiny):
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(3, 64, 64, 3), dtype=np.uint8)
+    plain = tiny.encode_images(pixels)
+    averaged = tiny.encode_images(pixels, flip_average=True)
+    assert torch.allclose(averaged.norm(dim=-1), torch.ones(3), atol=1e-5)
+    with torch.no_grad():
+        x = tiny.pixels_to_tensor(pixels)
+        manual = F.normalize(tiny.model.encode_image(x) + tiny.model.encode_image(torch.flip(x, dims=[3])), dim=-1)
+    assert torch.allclose(averaged, manual, atol=1e-5)
+    assert not torch.allclose(plain, averaged, atol=1e-4)
+    # a horizontally symmetric image is its own mirror, so averaging changes nothing
+    sym = np.concatenate([pixels[:, :, :32], pixels[:, :, :32][:, :, ::-1]], axis=2)
+    assert torch.allclose(tiny.encode_images(sym), tiny.encode_images(sym, flip_average=True), atol=1e-5)
+
+
+def test_checkpoint_round_trip_reports_what_it_loaded(tiny, tmp_path):
+    path = save_checkpoint(tiny.model, tmp_path / "m.pt", "negbook-tiny")
+    again = load_backbone(checkpoint=path)
+    assert again.report.n_tensors_loaded == len(tiny.model.state_dict())
+    assert str(path) in again.report.source
+    assert torch.allclose(again.encode_text(CAPTIONS), tiny.encode_text(CAPTIONS))
+
+
+def test_missing_or_unexpected_keys_are_errors(tiny, tmp_path):
+    state = dict(tiny.model.state_dict())
+    state.pop("ln_final.weight")
+    state["extra.head"] = torch.zeros(1)
+    torch.save({"state_dict": state, "negbook": {"model_name": "negbook-tiny"}}, tmp_path / "bad.pt")
+    with pytest.raises(CheckpointMismatchError, match=r"missing keys \['ln_final.weight'\].*unexpected keys \['extra.head'\]"):
+        load_backbone(checkpoint=tmp_path / "bad.pt")
+
+
+def test_checkpoint_for_another_config_is_an_error(tiny, tmp_path):
+    path = save_checkpoint(tiny.model, tmp_path / "m.pt", "negbook-tiny")
+    with pytest.raises(CheckpointMismatchError, match="does not fit model config .negbook-organism"):
+        load_backbone("negbook-organism", checkpoint=path)
+
+
+def test_quick_gelu_trap_is_guarded(tiny, tmp_path):
+    assert tag_needs_quick_gelu("ViT-B-32", "openai")
+    assert not tag_needs_quick_gelu("ViT-B-32-quickgelu", "openai")
+    assert not tag_needs_quick_gelu("ViT-B-32", "laion2b_s34b_b79k")
+    path = save_checkpoint(tiny.model, tmp_path / "m.pt", "negbook-tiny", quick_gelu=False)
+    with pytest.raises(ValueError, match="quick_gelu=False"):
+        load_backbone(checkpoint=path, quick_gelu=True)
+
+
+def test_random_init_is_seeded():
+    a = load_backbone("negbook-tiny", seed=5).encode_text(CAPTIONS)
+    b = load_backbone("negbook-tiny", seed=5).encode_text(CAPTIONS)
+    c = load_backbone("negbook-tiny", seed=6).encode_text(CAPTIONS)
+    assert torch.equal(a, b) and not torch.allclose(a, c)

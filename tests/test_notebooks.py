@@ -1,0 +1,67 @@
+"""The whole notebook suite on the smoke profile through papermill, then the offline book build."""
+import json
+import re
+
+import pytest
+
+from negutils import run as runner
+
+
+@pytest.fixture(scope="module")
+def smoke_book(tmp_path_factory):
+    out = tmp_path_factory.mktemp("book")
+    return runner.run("smoke", book_out=out), out
+
+
+@pytest.mark.notebooks
+def test_every_notebook_executes_without_errors(smoke_book):
+    result, _ = smoke_book
+    executed = sorted((result["stage"] / runner.CHAPTER_DIR).glob("*.ipynb"))
+    assert [p.stem for p in executed] == [s.stem for s in runner.notebook_sources()]
+    for path in executed:
+        nb = json.loads(path.read_text())
+        errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{path.name}: {errors[0]['ename']}: {errors[0]['evalue']}"
+        injected = [c for c in nb["cells"] if "injected-parameters" in c.get("metadata", {}).get("tags", [])]
+        assert injected and "profile = \"smoke\"" in "".join(injected[0]["source"])
+
+
+@pytest.mark.notebooks
+def test_book_builds_offline_with_chapter_figures(smoke_book):
+    result, out = smoke_book
+    assert result["index"] == out / "_build" / "html" / "index.html" and result["index"].exists()
+    chapter = out / "_build" / "html" / "chapters" / "00_world_and_backbone.html"
+    html = chapter.read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", html)) >= 4
+    assert "Zero-shot retrieval" in html
+
+
+@pytest.mark.notebooks
+def test_notebook_results_are_csv(smoke_book):
+    from negutils.profiles import get_profile
+    from negutils.results import read_results
+
+    retrieval = read_results(get_profile("smoke"), "00_zero_shot_retrieval")
+    assert {"dataset", "model", "pretrained", "task", "t2i_R@5", "chance_R@5"} <= set(retrieval.columns)
+
+
+def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
+    source = tmp_path / "99_broken.md"
+    source.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n"
+                      "  name: python3\n  display_name: Python 3\n---\n\n# Broken\n\n"
+                      "```{code-cell} ipython3\n:tags: [parameters]\n\nprofile = 'cpu'\n```\n\n"
+                      "```{code-cell} ipython3\nraise ValueError('bad caption: \"\"')\n```\n")
+    with pytest.raises(runner.NotebookFailed, match=r"99_broken\.md failed in cell \d+ .*ValueError: bad caption"):
+        runner.execute_notebook(source, tmp_path / "out.ipynb", {"profile": "smoke"}, cwd=tmp_path)
+
+
+def test_unknown_notebook_is_rejected():
+    with pytest.raises(ValueError, match="no notebook named"):
+        runner.notebook_sources(["42_missing"])
+
+
+def test_parameters_parse_like_papermill():
+    assert runner._parse_parameter("backbone=ViT-B-32") == ("backbone", "ViT-B-32")
+    assert runner._parse_parameter("rate=0.01") == ("rate", 0.01)
+    with pytest.raises(ValueError, match="name=value"):
+        runner._parse_parameter("oops")

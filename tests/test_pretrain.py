@@ -1,0 +1,47 @@
+import dataclasses
+import json
+
+import pandas as pd
+import torch
+
+from negutils.backbone import load_backbone
+from negutils.coco import load_split
+from negutils.pretrain import PretrainConfig, ensure_pretrained, pretrain
+from negutils.world import WorldConfig, build_world
+
+
+def test_pretraining_is_deterministic_and_moves_the_weights(tiny_world, tiny_pretrain_config, tmp_path):
+    split = load_split(tiny_world / "pretrain")
+    a = pretrain(split, tiny_pretrain_config, tmp_path / "a.pt", progress=False)
+    b = pretrain(split, tiny_pretrain_config, tmp_path / "b.pt", progress=False)
+    sa = torch.load(a.checkpoint, weights_only=True)["state_dict"]
+    sb = torch.load(b.checkpoint, weights_only=True)["state_dict"]
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert a.history["loss"].tolist() == b.history["loss"].tolist()
+    untrained = load_backbone("negbook-tiny", seed=tiny_pretrain_config.seed).model.state_dict()
+    assert not torch.equal(sa["ln_final.weight"], untrained["ln_final.weight"])
+
+
+def test_short_run_lowers_the_loss_on_a_fixed_batch(tmp_path):
+    # A 16-image world with one caption each is one fixed batch: overfitting it is the
+    # loss-goes-down check that does not depend on luck.
+    world = build_world(WorldConfig(pretrain=16, negtrain=1, val=1, ood=1, captions_per_image=1), tmp_path / "w",
+                        progress=False)
+    split = load_split(world / "pretrain")
+    cfg = PretrainConfig(model_name="negbook-tiny", samples=40 * 16, batch_size=16, lr=1e-3, evaluations=0,
+                         warmup_fraction=0.1)
+    hist = pretrain(split, cfg, tmp_path / "m.pt", progress=False).history
+    assert hist["loss"].tail(5).mean() < 0.5 * hist["loss"].head(5).mean()
+
+
+def test_ensure_pretrained_reuses_the_cache_and_rekeys_on_change(tiny_world, tiny_pretrain_config, tmp_path):
+    first = ensure_pretrained(tiny_world, tiny_pretrain_config, tmp_path, progress=False)
+    mtime = first.checkpoint.stat().st_mtime_ns
+    again = ensure_pretrained(tiny_world, tiny_pretrain_config, tmp_path, progress=False)
+    assert again.checkpoint == first.checkpoint and again.checkpoint.stat().st_mtime_ns == mtime
+    assert isinstance(again.evaluations, pd.DataFrame) and {"t2i_R@5", "chance_R@5"} <= set(again.evaluations)
+    other = ensure_pretrained(tiny_world, dataclasses.replace(tiny_pretrain_config, seed=1), tmp_path, progress=False)
+    assert other.checkpoint.parent != first.checkpoint.parent
+    summary = json.loads((first.checkpoint.parent / "summary.json").read_text())
+    assert summary["config"]["model_name"] == "negbook-tiny"
+    assert load_backbone(checkpoint=first.checkpoint).report.n_tensors_loaded > 0

@@ -1,0 +1,111 @@
+import json
+import math
+
+import numpy as np
+import pytest
+from pycocotools.coco import COCO
+
+from negutils import alt_text
+from negutils.coco import load_split
+from negutils.glyphs import CATEGORY_NAMES
+from negutils.world import (IN_DOMAIN_BACKGROUNDS, OOD_BACKGROUNDS, SPLITS, WorldConfig, build_world,
+                            generate_split)
+
+
+def test_at_least_twenty_noun_categories():
+    assert len(CATEGORY_NAMES) >= 20
+    assert all(name.isalpha() and name.islower() for name in CATEGORY_NAMES)
+
+
+def test_same_seed_gives_byte_identical_files(tmp_path, tiny_world_config):
+    a = build_world(tiny_world_config, tmp_path / "a", progress=False)
+    b = build_world(tiny_world_config, tmp_path / "b", progress=False)
+    for split in SPLITS:
+        for name in ("instances.json", "captions.json", "pixels.npy"):
+            assert (a / split / name).read_bytes() == (b / split / name).read_bytes(), (split, name)
+        first = sorted((a / split / "images").iterdir())[0].name
+        assert (a / split / "images" / first).read_bytes() == (b / split / "images" / first).read_bytes()
+
+
+def test_another_seed_gives_another_world(tmp_path):
+    cfg = dict(pretrain=8, negtrain=4, val=4, ood=4)
+    a = build_world(WorldConfig(seed=1, **cfg), tmp_path / "a", progress=False)
+    b = build_world(WorldConfig(seed=2, **cfg), tmp_path / "b", progress=False)
+    assert (a / "val" / "instances.json").read_bytes() != (b / "val" / "instances.json").read_bytes()
+
+
+def test_instances_load_with_pycocotools_and_boxes_lie_inside(tiny_world, tiny_world_config):
+    coco = COCO(str(tiny_world / "val" / "instances.json"))
+    assert len(coco.getImgIds()) == tiny_world_config.val
+    assert len(coco.getCatIds()) == len(CATEGORY_NAMES)
+    size = tiny_world_config.image_size
+    for ann in coco.loadAnns(coco.getAnnIds()):
+        x, y, w, h = ann["bbox"]
+        assert 0 <= x and 0 <= y and x + w <= size + 1e-6 and y + h <= size + 1e-6 and w > 0 and h > 0
+
+
+def test_one_to_four_objects_and_split_backgrounds(tiny_world):
+    for split in SPLITS:
+        s = load_split(tiny_world / split)
+        assert all(1 <= len(o) <= 4 for o in s.objects)
+        backgrounds = {im["background"] for im in json.loads((tiny_world / split / "instances.json").read_text())["images"]}
+        expected = OOD_BACKGROUNDS if split == "ood" else IN_DOMAIN_BACKGROUNDS
+        assert backgrounds <= set(expected)
+
+
+def test_ood_has_more_objects_per_image(tmp_path):
+    root = build_world(WorldConfig(pretrain=4, negtrain=4, val=300, ood=300), tmp_path / "w", progress=False)
+    mean = {s: np.mean([len(o) for o in load_split(root / s).objects]) for s in ("val", "ood")}
+    assert mean["ood"] > mean["val"] + 0.5
+
+
+def test_pixels_match_png_files(tiny_world):
+    s = load_split(tiny_world / "val")
+    assert np.array_equal(np.asarray(s.load_image(3)), s.pixels()[3])
+
+
+def test_captions_are_true_of_their_image(tiny_world):
+    for split in SPLITS:
+        s = load_split(tiny_world / split)
+        for objects, caps in zip(s.objects, s.captions):
+            assert caps[0]["mentioned"] and set(caps[0]["mentioned"]) == objects  # first names everything
+            for c in caps:
+                assert set(c["mentioned"]) <= objects, c
+                assert not set(c["negated"]) & objects, f"negated caption names a present object: {c}"
+                for name in c["mentioned"] + c["negated"]:
+                    assert name in c["caption"]
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.01, 0.2])
+def test_negation_rate_is_what_was_asked(tmp_path, rate):
+    cfg = WorldConfig(pretrain=1500, negtrain=4, val=4, ood=4, negation_rate=rate, seed=7)
+    generate_split(cfg, "pretrain", tmp_path / "pretrain", progress=False)
+    caps = [c for per in load_split(tmp_path / "pretrain").captions for c in per]
+    observed = sum(bool(c["negated"]) for c in caps) / len(caps)
+    sigma = math.sqrt(max(rate * (1 - rate), 1e-12) / len(caps))
+    assert abs(observed - rate) <= 4 * sigma + 1e-12, (observed, rate)
+
+
+def test_at_least_five_phrasings_each():
+    assert len(alt_text.AFFIRMATIVE_PHRASINGS) >= 5 and len(alt_text.NEGATED_PHRASINGS) >= 5
+
+
+def test_benchmark_templates_are_held_out_of_pretraining_negations():
+    for template in alt_text.NEGATED_PHRASINGS:
+        for held_out in ("does not feature", "but not", "There is no"):
+            assert held_out not in template
+
+
+def test_cooccurring_pairs_appear_together_more_than_chance(tmp_path):
+    generate_split(WorldConfig(pretrain=2000, negtrain=4, val=4, ood=4, cooccurrence=0.8), "pretrain",
+                   tmp_path / "p", progress=False)
+    objs = load_split(tmp_path / "p").objects
+    with_house = [o for o in objs if "house" in o and len(o) > 1]
+    assert np.mean(["tree" in o for o in with_house]) > 0.5
+
+
+def test_bad_config_is_rejected():
+    with pytest.raises(ValueError, match="negation_rate"):
+        WorldConfig(negation_rate=1.5)
+    with pytest.raises(ValueError, match="unknown split"):
+        WorldConfig().split_spec("test")
