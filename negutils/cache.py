@@ -32,6 +32,13 @@ def config_hash(obj: Any, length: int = 12) -> str:
     return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:length]
 
 
+def _default_mode(base: int) -> int:
+    """``base`` under the process umask: what a plain open() or mkdir() would have given."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return base & ~umask
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -39,6 +46,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, _default_mode(0o666))  # mkstemp files are private
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -62,6 +70,7 @@ def atomic_save(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, _default_mode(0o666))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -77,6 +86,7 @@ def build_directory_atomically(final_dir: str | os.PathLike, build: Callable[[Pa
     final_dir = Path(final_dir)
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(dir=final_dir.parent, prefix=f".{final_dir.name}."))
+    os.chmod(tmp_dir, _default_mode(0o777))  # mkdtemp makes it private; the finished result is not
     try:
         build(tmp_dir)
         if final_dir.exists():  # another process finished first; keep its copy

@@ -59,3 +59,17 @@ def plot_negation_cosines(cosines: pd.DataFrame):
     ax.set_ylabel("density")
     fig.tight_layout()
     return fig
+
+
+def plot_recognition(per_category: dict[str, pd.DataFrame]):
+    """Per-category detection AUC, one bar group per model, with the chance line at 0.5."""
+    frame = pd.concat([t.assign(model=label) for label, t in per_category.items()])
+    fig, ax = plt.subplots(figsize=(11, 3.8))
+    sns.barplot(data=frame, x="category", y="detection AUC", hue="model", ax=ax)
+    ax.axhline(0.5, ls="--", c="gray", lw=1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("category")
+    ax.set_ylabel("detection AUC")
+    ax.tick_params(axis="x", rotation=60)
+    fig.tight_layout()
+    return fig

@@ -36,6 +36,8 @@ class PretrainConfig:
     lr: float = 3e-4                 # 5e-4 spiked and collapsed to loss = log(batch) on this organism
     weight_decay: float = 0.1
     warmup_fraction: float = 0.1
+    grad_clip: float | None = 1.0    # global-norm clipping: keeps higher learning rates from spiking
+    init_logit_scale: float | None = None  # None keeps open_clip's log(1/0.07)
     bf16: bool = True                # bf16 autocast roughly doubles CPU throughput (DESIGN.md)
     evaluations: int = 6             # held-out checkpoints on the val split, for the convergence curve
     eval_images: int = 500
@@ -105,6 +107,9 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
         raise ValueError(f"split {split.name!r} has {len(split)} images, fewer than batch_size={config.batch_size}")
     torch.manual_seed(config.seed)
     model = create_model(config.model_name, seed=config.seed)
+    if config.init_logit_scale is not None:
+        with torch.no_grad():
+            model.logit_scale.fill_(math.log(config.init_logit_scale))
     tokenizer = get_tokenizer(config.model_name)
     backbone = Backbone(model, config.model_name, tokenizer,  # shares the weights being trained
                         report=LoadReport(config.model_name, "in training"))
@@ -144,6 +149,8 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
             loss = loss_fn(img.float(), txt.float(), model.logit_scale.exp())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         with torch.no_grad():  # CLIP clamps the temperature at 100
             model.logit_scale.clamp_(0, math.log(100))

@@ -53,8 +53,9 @@ def stage_book(stage: Path) -> Path:
     return stage
 
 
-def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = NOTEBOOK_DIR) -> float:
-    """Convert a MyST notebook and execute it with papermill; returns wall seconds."""
+def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = NOTEBOOK_DIR,
+                     progress: bool = True) -> float:
+    """Convert a MyST notebook and execute it with papermill (a per-cell progress bar); returns wall seconds."""
     import jupytext
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -72,7 +73,7 @@ def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = N
     start = time.perf_counter()
     try:
         papermill.execute_notebook(str(unexecuted), str(output), parameters=parameters, kernel_name="python3",
-                                   cwd=str(cwd), progress_bar=False, log_output=False)
+                                   cwd=str(cwd), progress_bar=progress, log_output=False)
     except PapermillExecutionError as err:
         raise NotebookFailed(
             f"notebook {source.name} failed in cell {err.cell_index} (execution count {err.exec_count}): "

@@ -9,6 +9,12 @@ real COCO through the same code:
     <root>/<split>/images/*.png     the images
     <root>/<split>/pixels.npy       the same images as one uint8 [N, H, W, 3] array (fast training)
 
+Objects take their category's typical colour with probability ``colour_prior`` (0.7), as
+real categories have colour priors. Without it a from-scratch ViT does not learn a single shape in
+the ~440 steps a 10-minute CPU budget allows: it matches colour words, object counts and
+backgrounds and leaves category detection AUC at chance (0.45 measured). With it, shape and colour
+are learned together and detection AUC rises (0.68 after 150 steps).
+
 Splits: ``pretrain`` (CLIP pretraining), ``negtrain`` (disjoint images for correction
 training), ``val`` (the COCO-val analogue) and ``ood`` (other backgrounds and more objects per
 image: the VOC analogue).
@@ -62,6 +68,7 @@ class WorldConfig:
     captions_per_image: int = 5
     cooccurrence: float = 0.6
     colour_mention_rate: float = 0.5
+    colour_prior: float = 0.7        # P(an object has its category's typical colour): see above
     in_domain_counts: tuple[float, ...] = (0.35, 0.35, 0.2, 0.1)
     ood_counts: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4)
     version: int = WORLD_VERSION
@@ -168,8 +175,17 @@ def _iou(a, b) -> float:
     return inter / (a[2] * a[3] + b[2] * b[3] - inter)
 
 
-def render_image(rng: np.random.Generator, objects: list[str], background: str, size: int):
-    """Render one image. Returns (uint8 [size, size, 3], [(category, colour, bbox_xywh)])."""
+def typical_colour(category: str) -> str:
+    """The colour a category usually has (bananas are yellow): a fast visual cue, as in real data."""
+    names = list(COLOURS)
+    return names[CATEGORY_NAMES.index(category) % len(names)]
+
+
+def render_image(rng: np.random.Generator, objects: list[str], background: str, size: int,
+                 colour_prior: float = 0.0):
+    """Render one image. Each object takes its category's typical colour with probability
+    ``colour_prior`` and a uniformly random colour otherwise.
+    Returns (uint8 [size, size, 3], [(category, colour, bbox_xywh)])."""
     big = size * _SUPERSAMPLE
     canvas = Image.fromarray(render_background(rng, background, big))
     draw = ImageDraw.Draw(canvas)
@@ -177,6 +193,8 @@ def render_image(rng: np.random.Generator, objects: list[str], background: str, 
     placed = []
     for name, (x, y, w, h) in zip(objects, _place_boxes(rng, len(objects), big)):
         colour = colour_names[int(rng.integers(len(colour_names)))]
+        if rng.random() < colour_prior:
+            colour = typical_colour(name)
         draw_glyph(draw, name, (x, y, x + w, y + h), COLOURS[colour])
         s = 1.0 / _SUPERSAMPLE
         placed.append((name, colour, [round(x * s, 2), round(y * s, 2), round(w * s, 2), round(h * s, 2)]))
@@ -200,7 +218,7 @@ def generate_split(config: WorldConfig, split: str, out_dir: Path, progress: boo
         image_id = i + 1
         objects = sample_objects(rng, spec.object_count_weights, config.cooccurrence)
         background = spec.backgrounds[int(rng.integers(len(spec.backgrounds)))]
-        pixels[i], placed = render_image(rng, objects, background, config.image_size)
+        pixels[i], placed = render_image(rng, objects, background, config.image_size, config.colour_prior)
         file_name = f"images/{split}_{image_id:06d}.png"
         Image.fromarray(pixels[i]).save(out_dir / file_name, compress_level=1)
         images.append({"id": image_id, "file_name": file_name, "width": config.image_size,

@@ -113,3 +113,34 @@ def test_random_init_is_seeded():
     b = load_backbone("negbook-tiny", seed=5).encode_text(CAPTIONS)
     c = load_backbone("negbook-tiny", seed=6).encode_text(CAPTIONS)
     assert torch.equal(a, b) and not torch.allclose(a, c)
+
+
+@pytest.fixture(scope="module")
+def siglip_like(tmp_path_factory):
+    """A tiny CustomTextCLIP shaped like SigLIP's text side (last-token pooling, no causal mask,
+    a Linear projection with bias): the code path of SigLIP and EVA towers, with no tokenizer download."""
+    import json
+
+    import open_clip
+
+    from negutils.backbone import Backbone, create_model
+    from negutils.weights import LoadReport
+
+    cfg_dir = tmp_path_factory.mktemp("configs")
+    (cfg_dir / "test-siglip-like.json").write_text(json.dumps({
+        "embed_dim": 32, "init_logit_bias": -10, "custom_text": True,
+        "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "head_width": 16, "patch_size": 16},
+        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 3,
+                     "no_causal_mask": True, "proj_bias": True, "pool_type": "last"}}))
+    open_clip.add_model_config(cfg_dir)
+    model = create_model("test-siglip-like")
+    return Backbone(model, "test-siglip-like", open_clip.SimpleTokenizer(context_length=16),
+                    LoadReport("test-siglip-like", "random init"))
+
+
+def test_taps_follow_the_pool_type_of_siglip_like_towers(siglip_like):
+    out = siglip_like.encode_text_layers(CAPTIONS, token_layers=[2])
+    assert out.eos.shape == (3, len(CAPTIONS), 32)
+    assert out.eos_index.tolist() == [15] * len(CAPTIONS)  # "last" pooling reads the final position
+    reference = F.normalize(siglip_like.model.encode_text(siglip_like.tokenize(CAPTIONS)), dim=-1)
+    assert torch.allclose(out.layer(3), reference, atol=1e-5)

@@ -36,3 +36,17 @@ def test_failed_directory_build_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
     done = build_directory_atomically(tmp_path / "world", lambda d: atomic_write_json(d / "x.json", {"a": 1}))
     assert json.loads((done / "x.json").read_text()) == {"a": 1}
+
+
+def test_atomic_results_get_ordinary_permissions(tmp_path):
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    try:
+        f = atomic_write_json(tmp_path / "r.json", {"a": 1})
+        d = build_directory_atomically(tmp_path / "d", lambda p: None)
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(f.stat().st_mode) == 0o644
+    assert stat.S_IMODE(d.stat().st_mode) == 0o755

@@ -65,3 +65,25 @@ def test_parameters_parse_like_papermill():
     assert runner._parse_parameter("rate=0.01") == ("rate", 0.01)
     with pytest.raises(ValueError, match="name=value"):
         runner._parse_parameter("oops")
+
+
+def test_a_notebook_without_a_parameters_cell_is_refused(tmp_path):
+    source = tmp_path / "98_no_parameters.md"
+    source.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\n---\n\n# No parameters\n\n"
+                      "```{code-cell} ipython3\nprofile = 'cpu'\n```\n")
+    with pytest.raises(runner.NotebookFailed, match=r"98_no_parameters\.md has no code cell tagged 'parameters'"):
+        runner.execute_notebook(source, tmp_path / "out.ipynb", {"profile": "smoke"}, cwd=tmp_path)
+
+
+def test_every_chapter_has_exactly_one_parameters_cell_of_literals():
+    import ast
+
+    import jupytext
+
+    for source in runner.notebook_sources():
+        cells = [c for c in jupytext.read(source, fmt="md:myst").cells
+                 if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+        assert len(cells) == 1, f"{source.name}: {len(cells)} parameters cells"
+        for node in ast.parse(cells[0].source).body:
+            assert isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant), \
+                f"{source.name}: parameters cell line {node.lineno} is not name = literal"
