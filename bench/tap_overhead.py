@@ -15,7 +15,8 @@ import torch
 
 from negutils.backbone import load_backbone
 from negutils.cache import atomic_save
-from negutils.glyphs import CATEGORY_NAMES, with_article
+from negutils.glyphs import CATEGORY_NAMES
+from negutils.phrasing import with_article
 
 TEMPLATES = ["This image features {a} and {b}.", "This image does not feature {n}.",
              "This image features {b}, but not {n}.", "There is no {n} in the image."]

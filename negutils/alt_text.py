@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .glyphs import with_article
+from .phrasing import capitalise as _capitalise
+from .phrasing import join_phrases, with_article
 
 AFFIRMATIVE_PHRASINGS: tuple[str, ...] = (
     "This image features {objs}.",
@@ -37,16 +38,6 @@ BACKGROUND_WORDS: dict[str, str] = {
     "noise": "grainy", "checker": "checkered", "grid": "gridded", "rings": "ringed",
     "speckle": "speckled",
 }
-
-
-def join_phrases(phrases: list[str]) -> str:
-    if len(phrases) == 1:
-        return phrases[0]
-    return ", ".join(phrases[:-1]) + " and " + phrases[-1]
-
-
-def _capitalise(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 def object_phrases(objects: list[tuple[str, str]], rng: np.random.Generator,

@@ -6,7 +6,7 @@ import itertools
 import pandas as pd
 
 from .backbone import Backbone
-from .glyphs import with_article
+from .phrasing import with_article
 
 
 def negation_cosines(backbone: Backbone, categories: list[str], affirmative: str = "a photo of {a_x}",

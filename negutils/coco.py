@@ -103,9 +103,9 @@ def load_split(split_dir: str | os.PathLike | None = None, *, instances: str | o
     for ann in inst["annotations"]:
         if ann["image_id"] not in index:
             raise ValueError(f"{instances}: annotation {ann.get('id')} refers to unknown image_id {ann['image_id']}")
-        k, name = index[ann["image_id"]], id_to_cat[ann["category_id"]]
-        objects[k].add(name)
-        boxes[k].append((name, ann["bbox"]))
+        k, category = index[ann["image_id"]], id_to_cat[ann["category_id"]]
+        objects[k].add(category)
+        boxes[k].append((category, ann["bbox"]))
     caps: list[list[dict]] = [[] for _ in images]
     if captions is not None and Path(captions).exists():
         for ann in _read_json(Path(captions), "captions")["annotations"]:

@@ -85,12 +85,6 @@ GLYPHS: dict[str, list[tuple]] = {
 
 CATEGORY_NAMES: tuple[str, ...] = tuple(GLYPHS)
 
-def with_article(phrase: str) -> str:
-    """'a star', 'an orange star', 'an hourglass'."""
-    vowel_sound = phrase[0] in "aeiou" or phrase.startswith("hour")
-    return ("an " if vowel_sound else "a ") + phrase
-
-
 # Saturated object colours: all contrast with the mid-grey backgrounds.
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 30, 30),

@@ -41,3 +41,109 @@ def roc_auc(labels, scores) -> float:
     for a, b in zip(starts, ends):
         ranks[order[a:b]] = (a + b + 1) / 2.0
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def average_precision(labels, scores) -> float:
+    """AP of a ranking by descending score: the mean of precision@rank over the positives' ranks
+    (scikit-learn's ``average_precision_score``; tied scores share one threshold)."""
+    y = np.asarray(labels, dtype=bool)
+    s = np.asarray(scores, dtype=np.float64)
+    if y.shape != s.shape or y.ndim != 1:
+        raise ValueError(f"labels and scores must be 1-D and of equal length; got {y.shape} and {s.shape}")
+    if not y.any():
+        raise ValueError("AP needs at least one positive")
+    order = np.argsort(-s, kind="mergesort")
+    s_sorted, y_sorted = s[order], y[order]
+    # one threshold per distinct score: the last index of each tie group
+    last = np.r_[np.flatnonzero(np.diff(s_sorted)), len(s_sorted) - 1]
+    tp = np.cumsum(y_sorted)[last]
+    precision = tp / (last + 1)
+    recall = tp / y.sum()
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def mean_average_precision(groups) -> float:
+    """Macro mAP: the unweighted mean of per-group AP over (labels, scores) groups."""
+    aps = [average_precision(y, s) for y, s in groups]
+    if not aps:
+        raise ValueError("mAP over zero groups")
+    return float(np.mean(aps))
+
+
+def recall_at_k_sets(scores, positives: list, ks=(1, 5, 10)) -> dict[str, float]:
+    """Fraction of queries with at least one of ``positives[q]`` (gallery column indices) in the
+    top k of row q. Ties are broken against the positives (a pessimistic count)."""
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 2 or len(positives) != s.shape[0]:
+        raise ValueError(f"scores must be [Q, G] with one positive set per query; got {s.shape} and {len(positives)}")
+    best_rank = np.empty(s.shape[0])
+    for q, pos in enumerate(positives):
+        pos = np.asarray(pos, dtype=int)
+        if len(pos) == 0:
+            raise ValueError(f"query {q} has no positive")
+        is_positive = np.zeros(s.shape[1], dtype=bool)
+        is_positive[pos] = True
+        # negatives at or above the best positive are ranked ahead of it
+        best_rank[q] = ((s[q] >= s[q, pos].max()) & ~is_positive).sum()
+    return {f"R@{k}": float((best_rank < k).mean()) for k in ks}
+
+
+def pairwise_accuracy(score_pairs, correct) -> float:
+    """Share of samples whose correct caption scores strictly higher than the other (ties lose)."""
+    s = np.asarray(score_pairs, dtype=np.float64)
+    c = np.asarray(correct, dtype=int)
+    if s.ndim != 2 or s.shape[1] != 2 or c.shape != (s.shape[0],):
+        raise ValueError(f"score_pairs must be [N, 2] and correct [N]; got {s.shape} and {c.shape}")
+    rows = np.arange(len(c))
+    return float((s[rows, c] > s[rows, 1 - c]).mean())
+
+
+def spearman_rho(a, b) -> float:
+    """Spearman rank correlation with average ranks for ties."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
+        raise ValueError(f"spearman_rho needs two 1-D arrays of equal length >= 2; got {x.shape} and {y.shape}")
+    rx, ry = _average_ranks(x), _average_ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    denom = np.sqrt((rx ** 2).sum() * (ry ** 2).sum())
+    return float((rx * ry).sum() / denom) if denom > 0 else float("nan")
+
+
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    xs = x[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(xs)) + 1]
+    ends = np.r_[starts[1:], len(x)]
+    for a, b in zip(starts, ends):
+        ranks[order[a:b]] = (a + b + 1) / 2.0
+    return ranks
+
+
+MCQ_TEMPLATES = ("positive", "negative", "hybrid")
+
+
+def mcq_metrics(option_scores, correct, templates, option_types=None) -> dict:
+    """NegBench MCQ metrics: accuracy overall and per correct template, and the share of wrong
+    picks by the template type of the chosen option (``option_types[q][k]`` in {correct,
+    positive, negative, hybrid}): a positive-type wrong pick is a false affirmation, a
+    negative-type one a false negation, a hybrid-type one does both."""
+    s = np.asarray(option_scores, dtype=np.float64)
+    c = np.asarray(correct, dtype=int)
+    t = np.asarray(templates)
+    if s.ndim != 2 or c.shape != (s.shape[0],) or t.shape != c.shape:
+        raise ValueError(f"option_scores [Q, K], correct [Q], templates [Q]; got {s.shape}, {c.shape}, {t.shape}")
+    picked = s.argmax(axis=1)
+    right = picked == c
+    out = {"accuracy": float(right.mean()), "questions": int(len(c))}
+    for name in MCQ_TEMPLATES:
+        mask = t == name
+        out[f"{name}_accuracy"] = float(right[mask].mean()) if mask.any() else float("nan")
+        out[f"{name}_questions"] = int(mask.sum())
+    if option_types is not None:
+        types = np.asarray(option_types)
+        wrong = np.flatnonzero(~right)
+        chosen = types[wrong, picked[wrong]] if len(wrong) else np.array([])
+        for name in MCQ_TEMPLATES:
+            out[f"wrong_pick_{name}"] = float((chosen == name).mean()) if len(wrong) else float("nan")
+    return out

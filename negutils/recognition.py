@@ -10,7 +10,7 @@ import pandas as pd
 
 from .backbone import Backbone
 from .coco import CocoSplit
-from .glyphs import with_article
+from .phrasing import with_article
 from .metrics import roc_auc
 
 

@@ -58,3 +58,64 @@ def test_auc_needs_both_classes():
 
     with pytest.raises(ValueError, match="both classes"):
         roc_auc([1, 1], [0.2, 0.3])
+
+
+def test_average_precision_matches_scikit_learn_on_random_cases():
+    from sklearn.metrics import average_precision_score
+
+    from negutils.metrics import average_precision
+
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        y = rng.random(30) < 0.4
+        y[0] = True
+        s = rng.integers(0, 8, size=30).astype(float) if rng.random() < 0.5 else rng.random(30)
+        assert abs(average_precision(y, s) - average_precision_score(y, s)) < 1e-12
+
+
+def test_ap_and_macro_map_by_hand():
+    from negutils.metrics import average_precision, mean_average_precision
+
+    # ranking: pos, neg, pos -> precisions 1 and 2/3 -> AP 5/6
+    assert average_precision([1, 0, 1], [0.9, 0.8, 0.7]) == pytest.approx(5 / 6)
+    assert mean_average_precision([([1, 0], [1.0, 0.0]), ([0, 1], [1.0, 0.0])]) == pytest.approx(0.75)
+
+
+def test_recall_with_positive_sets_and_pessimistic_ties():
+    from negutils.metrics import recall_at_k_sets
+
+    scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.2, 0.9]])
+    assert recall_at_k_sets(scores, [[1, 2], [0]], ks=(1, 2)) == {"R@1": 0.0, "R@2": 0.5}
+    # query 1's positive ties one negative and is beaten by another: rank 2
+    assert recall_at_k_sets(scores, [[0], [1]], ks=(1, 3))["R@3"] == 1.0
+
+
+def test_pairwise_accuracy_ties_lose():
+    from negutils.metrics import pairwise_accuracy
+
+    assert pairwise_accuracy([[0.3, 0.1], [0.2, 0.2], [0.1, 0.5]], [0, 0, 1]) == pytest.approx(2 / 3)
+
+
+def test_spearman_against_definition():
+    from scipy.stats import spearmanr
+
+    from negutils.metrics import spearman_rho
+
+    rng = np.random.default_rng(2)
+    a, b = rng.integers(0, 5, 40), rng.random(40)
+    assert spearman_rho(a, b) == pytest.approx(spearmanr(a, b).statistic)
+    assert spearman_rho([1, 2, 3], [10, 20, 30]) == 1.0
+
+
+def test_mcq_metrics_by_template_and_wrong_pick_type():
+    from negutils.metrics import mcq_metrics
+
+    scores = [[0.9, 0.1, 0.1, 0.1],   # right
+              [0.1, 0.9, 0.1, 0.1],   # wrong: picked a positive-type option
+              [0.1, 0.1, 0.1, 0.9]]   # wrong: picked a negative-type option
+    out = mcq_metrics(scores, [0, 0, 0], ["positive", "negative", "negative"],
+                      [["correct", "positive", "hybrid", "negative"]] * 3)
+    assert out["accuracy"] == pytest.approx(1 / 3)
+    assert out["positive_accuracy"] == 1.0 and out["negative_accuracy"] == 0.0
+    assert np.isnan(out["hybrid_accuracy"])
+    assert out["wrong_pick_positive"] == 0.5 and out["wrong_pick_negative"] == 0.5 and out["wrong_pick_hybrid"] == 0.0

@@ -109,3 +109,8 @@ def test_bad_config_is_rejected():
         WorldConfig(negation_rate=1.5)
     with pytest.raises(ValueError, match="unknown split"):
         WorldConfig().split_spec("test")
+
+
+def test_split_is_named_after_its_directory(tiny_world):
+    assert load_split(tiny_world / "val").name == "val"
+    assert load_split(instances=tiny_world / "ood" / "instances.json", name="voc").name == "voc"

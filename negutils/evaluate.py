@@ -1,0 +1,162 @@
+"""One evaluation entry point for every benchmark and every method.
+
+A *scorer* turns images and captions into scores. Vanilla CLIP is cosine similarity; PeakPatch,
+KTN and LCSE are other scorers with the same two methods, so every later chapter plugs into the
+same evaluation:
+
+    class Scorer(Protocol):
+        name: str
+        def image_features(self, split, indices) -> Tensor        # [I, d], computed once per gallery
+        def score(self, image_features, captions) -> Tensor       # [I, C]
+
+Results are rows in the shape LAION's CLIP_benchmark writes (``dataset, model, pretrained,
+task, metrics``), flattened to columns by ``results_frame``.
+"""
+from __future__ import annotations
+
+import json
+from typing import Protocol, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .backbone import Backbone
+from .coco import CocoSplit
+from .metrics import mcq_metrics, mean_average_precision, pairwise_accuracy, recall_at_k_sets
+
+
+class Scorer(Protocol):
+    name: str
+
+    def image_features(self, split: CocoSplit, indices: np.ndarray) -> torch.Tensor: ...
+
+    def score(self, image_features: torch.Tensor, captions: Sequence[str]) -> torch.Tensor: ...
+
+
+class ClipScorer:
+    """Cosine similarity of L2-normalised embeddings: the vanilla row of every table.
+    Text embeddings are cached per caption, image embeddings per (split, index)."""
+
+    def __init__(self, backbone: Backbone, name: str = "vanilla", flip_average: bool = False,
+                 batch_size: int = 256):
+        self.backbone, self.name = backbone, name
+        self.flip_average, self.batch_size = flip_average, batch_size
+        self._text: dict[str, torch.Tensor] = {}
+        self._images: dict[tuple[str, int], torch.Tensor] = {}
+
+    def image_features(self, split: CocoSplit, indices) -> torch.Tensor:
+        indices = np.asarray(indices, dtype=int)
+        todo = sorted({int(i) for i in indices if (split.name, int(i)) not in self._images})
+        if todo:
+            feats = self.backbone.encode_images(split.images(todo), flip_average=self.flip_average,
+                                                batch_size=self.batch_size, progress=len(todo) > 2000)
+            for i, f in zip(todo, feats):
+                self._images[(split.name, i)] = f
+        return torch.stack([self._images[(split.name, int(i))] for i in indices])
+
+    def text_features(self, captions: Sequence[str]) -> torch.Tensor:
+        todo = sorted({c for c in captions if c not in self._text})
+        if todo:
+            for c, f in zip(todo, self.backbone.encode_text(todo, batch_size=self.batch_size)):
+                self._text[c] = f
+        return torch.stack([self._text[c] for c in captions])
+
+    def score(self, image_features: torch.Tensor, captions: Sequence[str]) -> torch.Tensor:
+        return image_features @ self.text_features(captions).T
+
+
+def _check_captions(captions: Sequence[str], where: str) -> None:
+    for k, c in enumerate(captions):
+        if not isinstance(c, str) or not c.strip():
+            raise ValueError(f"{where}: caption {k} is empty ({c!r})")
+
+
+def _image_index(split: CocoSplit, image_ids, where: str) -> np.ndarray:
+    lookup = {image_id: i for i, image_id in enumerate(split.image_ids)}
+    missing = [i for i in image_ids if i not in lookup]
+    if missing:
+        raise KeyError(f"{where}: {len(missing)} image ids are not in split {split.name!r}, e.g. {missing[:3]}")
+    return np.array([lookup[i] for i in image_ids], dtype=int)
+
+
+def _row_scores(scorer: Scorer, split: CocoSplit, indices: np.ndarray, captions_per_row: list[list[str]],
+                chunk: int = 256, desc: str = "scoring") -> np.ndarray:
+    """scores[q, k] = score(image q, its own caption k): computed in chunks, diagonal blocks kept."""
+    k = len(captions_per_row[0])
+    out = np.empty((len(indices), k))
+    for start in tqdm(range(0, len(indices), chunk), desc=desc, disable=len(indices) <= 4 * chunk):
+        sl = slice(start, start + chunk)
+        feats = scorer.image_features(split, indices[sl])
+        flat_caps = [c for caps in captions_per_row[sl] for c in caps]
+        s = scorer.score(feats, flat_caps).numpy().reshape(len(feats), len(feats), k)
+        out[sl] = s[np.arange(len(feats)), np.arange(len(feats))]
+    return out
+
+
+def evaluate_mcq(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> dict:
+    indices = _image_index(split, mcq["image_id"].tolist(), "MCQ")
+    captions = mcq[[f"caption_{k}" for k in range(4)]].values.tolist()
+    _check_captions([c for row in captions for c in row], "MCQ")
+    scores = _row_scores(scorer, split, indices, captions, desc="MCQ")
+    types = mcq[[f"caption_{k}_type" for k in range(4)]].values if "caption_0_type" in mcq else None
+    return mcq_metrics(scores, mcq["correct_answer"].to_numpy(), mcq["correct_answer_template"].to_numpy(), types)
+
+
+def evaluate_pairwise(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit, group: str | None = None) -> dict:
+    """Pairwise accuracy overall and, with ``group``, per value of that column."""
+    indices = _image_index(split, samples["image_id"].tolist(), "pairwise")
+    captions = samples[["caption_0", "caption_1"]].values.tolist()
+    _check_captions([c for row in captions for c in row], "pairwise")
+    scores = _row_scores(scorer, split, indices, captions, desc="pairwise")
+    correct = samples["correct"].to_numpy()
+    out = {"accuracy": pairwise_accuracy(scores, correct), "samples": int(len(samples))}
+    if group:
+        for value, idx in samples.groupby(group).indices.items():
+            out[f"accuracy[{value}]"] = pairwise_accuracy(scores[idx], correct[idx])
+    return out
+
+
+def evaluate_retrieval(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, ks=(1, 5, 10),
+                       chunk: int = 256) -> dict:
+    """Text-to-image recall over the whole split; a query hits when any of its ``positives``
+    (JSON image ids) is in the top k."""
+    gallery = np.arange(len(split))
+    feats = scorer.image_features(split, gallery)
+    _check_captions(queries["query"].tolist(), "retrieval")
+    lookup = {image_id: i for i, image_id in enumerate(split.image_ids)}
+    positives = [[lookup[i] for i in json.loads(p)] for p in queries["positives"]]
+    recalls = []
+    for start in tqdm(range(0, len(queries), chunk), desc="retrieval", disable=len(queries) <= 4 * chunk):
+        sl = slice(start, start + chunk)
+        s = scorer.score(feats, queries["query"].iloc[sl].tolist()).T.numpy()
+        recalls.append((len(s), recall_at_k_sets(s, positives[sl], ks)))
+    n = sum(w for w, _ in recalls)
+    out = {key: sum(w * r[key] for w, r in recalls) / n for key in recalls[0][1]}
+    out.update(queries=int(len(queries)), gallery=int(len(split)),
+               mean_positives=float(np.mean([len(p) for p in positives])))
+    return out
+
+
+def evaluate_confusion(scorer: Scorer, galleries: pd.DataFrame, split: CocoSplit) -> dict:
+    """Macro mAP over galleries: correct images are the positives, confusing ones the negatives."""
+    lookup = {image_id: i for i, image_id in enumerate(split.image_ids)}
+    groups = []
+    for g in galleries.itertuples():
+        correct, confusing = json.loads(g.correct_ids), json.loads(g.confusing_ids)
+        idx = np.array([lookup[i] for i in correct + confusing])
+        s = scorer.score(scorer.image_features(split, idx), [g.query]).numpy()[:, 0]
+        groups.append((np.r_[np.ones(len(correct)), np.zeros(len(confusing))], s))
+    return {"mAP": mean_average_precision(groups), "galleries": int(len(galleries)),
+            "chance mAP": float(np.mean([y.mean() for y, _ in groups]))}
+
+
+def result_row(dataset: str, model: str, pretrained: str, task: str, metrics: dict) -> dict:
+    """One result in CLIP_benchmark's shape."""
+    return {"dataset": dataset, "model": model, "pretrained": pretrained, "task": task, "metrics": metrics}
+
+
+def results_frame(rows: list[dict]) -> pd.DataFrame:
+    """CLIP_benchmark rows flattened: the four keys, then one column per metric."""
+    return pd.DataFrame([{k: v for k, v in r.items() if k != "metrics"} | r["metrics"] for r in rows])

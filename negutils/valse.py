@@ -1,0 +1,42 @@
+"""VALSE-Existence-style pairs: "There are Xs." against "There are no Xs." (PeakPatch App. 0.G).
+
+Half the samples show an X (the affirmative caption is true), half do not (the negated one is);
+the metric is pairwise accuracy. The correct position is randomised.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from .coco import CocoSplit
+from .logic import flat, literal
+from .phrasing import plural
+
+
+def build_existence(split: CocoSplit, n_samples: int = 500, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng([seed, 0x5A15E])
+    rows = []
+    order = rng.permutation(len(split))
+    for k, i in enumerate(order[:n_samples]):
+        i = int(i)
+        present = sorted(split.objects[i])
+        absent = [c for c in split.categories if c not in split.objects[i]]
+        want_present = k % 2 == 0
+        pool = present if want_present else absent
+        if not pool:
+            continue
+        concept = pool[int(rng.integers(len(pool)))]
+        affirmative, negated = f"There are {plural(concept)}.", f"There are no {plural(concept)}."
+        true, false = (affirmative, negated) if want_present else (negated, affirmative)
+        parse_true = flat("SINGLE", literal(concept, not want_present))
+        parse_false = flat("SINGLE", literal(concept, want_present))
+        correct = int(rng.integers(2))
+        captions, parses = [false, false], [parse_false, parse_false]
+        captions[correct], parses[correct] = true, parse_true
+        rows.append({"image_id": split.image_ids[i], "image_path": split.file_names[i], "concept": concept,
+                     "caption_0": captions[0], "caption_1": captions[1], "correct": correct,
+                     "negated_is_correct": not want_present,
+                     "parse_0": json.dumps(parses[0], sort_keys=True), "parse_1": json.dumps(parses[1], sort_keys=True)})
+    return pd.DataFrame(rows)

@@ -1,0 +1,110 @@
+"""The evaluation entry point: an oracle scorer that knows the ground truth must score perfectly,
+and the vanilla scorer must equal plain cosine similarity."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from negutils.backbone import load_backbone
+from negutils.coco import load_split
+from negutils.confusion import ConfusionConfig, build_confusion
+from negutils.evaluate import (ClipScorer, evaluate_confusion, evaluate_mcq, evaluate_pairwise, evaluate_retrieval,
+                               result_row, results_frame)
+from negutils.factor import FactorConfig, build_factor
+from negutils.logic import holds
+from negutils.negbench import MCQConfig, build_mcq, build_retrieval, claims_hold
+from negutils.world import WorldConfig, build_world
+
+
+class OracleScorer:
+    """Scores 1 when the caption is true of the image under the benchmark's own annotations."""
+    name = "oracle"
+
+    def __init__(self, split, truth):
+        self.split, self.truth = split, truth   # truth: caption -> (objects -> bool)
+
+    def image_features(self, split, indices):
+        return torch.as_tensor(np.asarray(indices), dtype=torch.float32)[:, None]
+
+    def score(self, feats, captions):
+        objects = [self.split.objects[int(i)] for i in feats[:, 0]]
+        return torch.tensor([[float(self.truth[c](o)) for c in captions] for o in objects])
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    root = build_world(WorldConfig(pretrain=4, negtrain=4, val=300, ood=4, seed=9), tmp_path_factory.mktemp("w") / "w",
+                       progress=False)
+    return load_split(root / "val")
+
+
+def test_oracle_answers_every_mcq(split):
+    mcq = build_mcq(split, MCQConfig(seed=0))
+    truth = {}
+    for row in mcq.itertuples():
+        for k in range(4):
+            claims = json.loads(getattr(row, f"caption_{k}_claims"))
+            truth[getattr(row, f"caption_{k}")] = lambda o, c=claims: claims_hold(c, o)
+    metrics = evaluate_mcq(OracleScorer(split, truth), mcq, split)
+    assert metrics["accuracy"] == 1.0 and metrics["questions"] == len(mcq)
+
+
+def test_oracle_answers_every_factor_sample(split):
+    factor = build_factor(split, FactorConfig(operator_samples=20, equivalence_samples=(("De Morgan", 5),),
+                                              compound_samples=5, nested_samples=5))
+    truth = {}
+    for s in factor.itertuples():
+        for k in (0, 1):
+            parse = json.loads(getattr(s, f"parse_{k}"))
+            truth[getattr(s, f"caption_{k}")] = lambda o, p=parse: holds(p, o)
+    metrics = evaluate_pairwise(OracleScorer(split, truth), factor, split, group="test")
+    assert metrics["accuracy"] == 1.0 and metrics["accuracy[NOT]"] == 1.0
+
+
+def test_oracle_ranks_correct_above_confusing(split):
+    galleries = build_confusion(split, "2C", ConfusionConfig(m_min=3, m_max=8))
+    truth = {g.query: (lambda o, p=json.loads(g.positives)[0], n=g.negative: p in o and n not in o)
+             for g in galleries.itertuples()}
+    metrics = evaluate_confusion(OracleScorer(split, truth), galleries, split)
+    assert metrics["mAP"] == 1.0 and metrics["chance mAP"] < 1.0
+
+
+def test_oracle_retrieves_a_positive_first(split):
+    _, negated = build_retrieval(split, seed=0)
+    truth = {}
+    for row in negated.itertuples():
+        ids = set(json.loads(row.positives))
+        truth[row.query] = lambda o, ids=ids: False  # replaced below by image-id lookup
+    id_of = dict(enumerate(split.image_ids))
+
+    class ById(OracleScorer):
+        def score(self, feats, captions):
+            pos = {row.query: set(json.loads(row.positives)) for row in negated.itertuples()}
+            return torch.tensor([[float(id_of[int(i)] in pos[c]) for c in captions] for i in feats[:, 0]])
+
+    assert evaluate_retrieval(ById(split, truth), negated, split)["R@1"] == 1.0
+
+
+def test_clip_scorer_is_cosine_similarity_and_caches(split):
+    bb = load_backbone("negbook-tiny")
+    scorer = ClipScorer(bb)
+    feats = scorer.image_features(split, [0, 3, 5])
+    caps = ["There is a cup.", "No star."]
+    expected = bb.encode_images(split.images([0, 3, 5])) @ bb.encode_text(caps).T
+    assert torch.allclose(scorer.score(feats, caps), expected, atol=1e-5)
+    assert set(scorer._text) == set(caps)
+
+
+def test_empty_caption_is_named(split):
+    mcq = build_mcq(split, MCQConfig(seed=0)).head(2).copy()
+    mcq.loc[mcq.index[1], "caption_2"] = " "
+    with pytest.raises(ValueError, match="MCQ: caption 6 is empty"):
+        evaluate_mcq(ClipScorer(load_backbone("negbook-tiny")), mcq, split)
+
+
+def test_results_have_clip_benchmark_keys():
+    row = result_row("embedded/val", "negbook-organism", "negbook-pretrain", "mcq", {"accuracy": 0.5})
+    assert set(row) == {"dataset", "model", "pretrained", "task", "metrics"}
+    frame = results_frame([row])
+    assert list(frame.columns) == ["dataset", "model", "pretrained", "task", "accuracy"]
