@@ -69,7 +69,12 @@ def _read_json(path: Path, what: str) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"{what} file {path} does not exist")
     with open(path) as fh:
-        data = json.load(fh)
+        try:
+            data = json.load(fh)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{what} file {path} is not JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not COCO format: the top level is a {type(data).__name__}, not an object")
     for key in ("images", "annotations"):
         if key not in data:
             raise ValueError(f"{path} is not COCO format: it has no {key!r} key (keys: {sorted(data)})")
@@ -103,6 +108,9 @@ def load_split(split_dir: str | os.PathLike | None = None, *, instances: str | o
     for ann in inst["annotations"]:
         if ann["image_id"] not in index:
             raise ValueError(f"{instances}: annotation {ann.get('id')} refers to unknown image_id {ann['image_id']}")
+        if ann.get("category_id") not in id_to_cat:
+            raise ValueError(f"{instances}: annotation {ann.get('id')} has category_id {ann.get('category_id')!r}, "
+                             "which is not in 'categories'")
         k, category = index[ann["image_id"]], id_to_cat[ann["category_id"]]
         objects[k].add(category)
         boxes[k].append((category, ann["bbox"]))

@@ -39,3 +39,28 @@ def first_words(split: CocoSplit, n_words: int = 3, top: int = 12) -> pd.DataFra
     """The most common caption openings: a quick view of the phrasing families."""
     counter = Counter(" ".join(c["caption"].split()[:n_words]) for per in split.captions for c in per)
     return pd.DataFrame(counter.most_common(top), columns=["opening", "captions"])
+
+
+def benchmark_statistics(bench) -> dict[str, pd.DataFrame]:
+    """The tables chapter 01 shows for one split's benchmarks: template and position balance,
+    gallery composition, operator counts."""
+    import json
+
+    mcq = bench.mcq
+    position = pd.crosstab(mcq["correct_answer_template"], mcq["correct_answer"], margins=True)
+    position.columns = [f"correct at {c}" if c != "All" else "all" for c in position.columns]
+    retrieval = bench.retrieval_negated.groupby("template").agg(
+        queries=("query", "size"), mean_positives=("positives", lambda p: sum(len(json.loads(x)) for x in p) / len(p)))
+    galleries = []
+    for name in ("confusion_2c", "confusion_3c"):
+        g = getattr(bench, name)
+        if len(g):
+            affirmed = {c for p in g["positives"] for c in json.loads(p)}
+            galleries.append({"benchmark": name, "galleries": len(g), "mean correct": g["n_correct"].mean(),
+                              "mean confusing": g["n_confusing"].mean(), "affirmed concepts": len(affirmed),
+                              "negated concepts": g["negative"].nunique()})
+    factor = bench.factor.groupby(["split", "test"]).agg(samples=("correct", "size"),
+                                                         correct_first=("correct", lambda c: float((c == 0).mean())))
+    existence = bench.existence.groupby("negated_is_correct").size().rename("samples").to_frame()
+    return {"mcq templates x correct position": position, "retrieval-neg": retrieval,
+            "coco-confusion": pd.DataFrame(galleries), "factor-bench": factor, "valse existence": existence}

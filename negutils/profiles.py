@@ -11,6 +11,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .benchmarks import BenchmarkConfig
+from .confusion import ConfusionConfig
+from .factor import FactorConfig
 from .pretrain import PretrainConfig
 from .world import WorldConfig
 
@@ -22,6 +25,7 @@ class Profile:
     name: str
     world: WorldConfig = field(default_factory=WorldConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    benchmarks: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     # Real-backbone mode: when ``backbone`` is set, it is loaded instead of pretraining the organism.
     backbone: str | None = None
     pretrained: str | None = None
@@ -39,12 +43,19 @@ PROFILES: dict[str, Profile] = {
         world=WorldConfig(pretrain=768, negtrain=128, val=128, ood=64),
         pretrain=PretrainConfig(model_name="negbook-tiny", samples=24 * 128, batch_size=128,
                                 lr=1e-3, evaluations=2, eval_images=128),
+        benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=3, m_max=10),
+                                   factor=FactorConfig(operator_samples=20, equivalence_samples=(
+                                       ("De Morgan", 5), ("double negation", 5), ("commutativity", 10)),
+                                       compound_samples=10, nested_samples=10),
+                                   existence_samples=100),
         description="tiny world and model, a few steps: the whole suite in minutes (what tests run)",
     ),
     "cpu": Profile(
         name="cpu",
         world=WorldConfig(pretrain=30_000, negtrain=8_000, val=2_000, ood=1_000),
         pretrain=PretrainConfig(model_name="negbook-organism", samples=440 * 128, batch_size=128),
+        # 2,000 images instead of COCO's 5,000: M_min=10 leaves only 2 triples for 3C, so 5
+        benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=5, m_max=50)),
         description="the default book: the organism pretrained for about 10 minutes on 2 CPU cores",
     ),
     "gpu": Profile(

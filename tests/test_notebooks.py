@@ -34,6 +34,9 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
     html = chapter.read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", html)) >= 4
     assert "Zero-shot retrieval" in html
+    chapter01 = (out / "_build" / "html" / "chapters" / "01_data_construction.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter01)) >= 4
+    assert "Beside the papers" in chapter01
 
 
 @pytest.mark.notebooks
@@ -43,6 +46,9 @@ def test_notebook_results_are_csv(smoke_book):
 
     retrieval = read_results(get_profile("smoke"), "00_zero_shot_retrieval")
     assert {"dataset", "model", "pretrained", "task", "t2i_R@5", "chance_R@5"} <= set(retrieval.columns)
+    vanilla = read_results(get_profile("smoke"), "01_vanilla")
+    assert {"mcq", "retrieval_negated", "factor_operator", "valse_existence"} <= set(vanilla["task"])
+    assert vanilla[vanilla.task == "mcq"]["questions"].gt(0).all()
 
 
 def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):

@@ -114,3 +114,23 @@ def test_bad_config_is_rejected():
 def test_split_is_named_after_its_directory(tiny_world):
     assert load_split(tiny_world / "val").name == "val"
     assert load_split(instances=tiny_world / "ood" / "instances.json", name="voc").name == "voc"
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[1, 2]", r"bad\.json is not COCO format: the top level is a list"),
+    ('{"images": []}', r"bad\.json is not COCO format: it has no 'annotations' key"),
+    ("{oops", r"bad\.json is not JSON"),
+    ('{"images": [{"id": 1, "file_name": "a.png"}], "annotations": [{"id": 7, "image_id": 1, "category_id": 9, '
+     '"bbox": [0, 0, 1, 1]}], "categories": [{"id": 1, "name": "cup"}]}', r"annotation 7 has category_id 9"),
+])
+def test_non_coco_annotation_files_are_named(tmp_path, content, message):
+    (tmp_path / "bad.json").write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_split(instances=tmp_path / "bad.json")
+
+
+def test_a_missing_image_file_is_named(tiny_world, tmp_path):
+    split = load_split(instances=tiny_world / "val" / "instances.json", image_root=tmp_path)
+    split.pixels_path = None
+    with pytest.raises(FileNotFoundError, match=r"split 'instances': image .*val_000001\.png \(id 1\) is missing"):
+        split.load_image(0)

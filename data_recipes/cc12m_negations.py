@@ -1,0 +1,58 @@
+"""CC12M captions -> negated counterparts for correction training (PeakPatch App. 0.J, rule-based).
+
+    .venv/bin/python data_recipes/cc12m_negations.py --captions cc12m.tsv --out negations.csv [--limit N]
+
+Input: CC12M's TSV (url <tab> caption). Each caption gets a counterpart naming one object from
+the COCO vocabulary that the caption does not mention, through `negutils.recipes.negate_caption`
+(round-trip check: a negation cue was added and the caption did not already negate). Pass
+--llm-hook module:function to replace the rule with an LLM (called as f(caption, absent) -> str).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+from pathlib import Path
+
+import numpy as np
+
+from negutils.recipes import has_negation_cue, md5sum, negate_caption
+
+COCO_OBJECTS = ("person", "bicycle", "car", "dog", "cat", "chair", "cup", "bottle", "umbrella", "bench", "bird",
+                "horse", "boat", "book", "clock", "vase", "bowl", "laptop", "phone", "bag")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--captions", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--limit", type=int)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--llm-hook")
+    args = parser.parse_args()
+    hook = None
+    if args.llm_hook:
+        module, func = args.llm_hook.split(":")
+        hook = getattr(importlib.import_module(module), func)
+    rng = np.random.default_rng(args.seed)
+    kept = dropped = 0
+    with open(args.captions, newline="") as src, open(args.out, "w", newline="") as dst:
+        writer = csv.writer(dst)
+        writer.writerow(["url", "caption", "negated_caption", "negated_object"])
+        for k, row in enumerate(csv.reader(src, delimiter="\t")):
+            if args.limit and k >= args.limit:
+                break
+            url, caption = row[0], row[1]
+            absent = [o for o in COCO_OBJECTS if o not in caption.lower()]
+            obj = absent[int(rng.integers(len(absent)))]
+            negated = hook(caption, obj) if hook else negate_caption(caption, obj, rng)
+            if negated and has_negation_cue(negated) and negated != caption:
+                writer.writerow([url, caption, negated, obj])
+                kept += 1
+            else:
+                dropped += 1
+    print(f"{kept} pairs kept, {dropped} dropped by the round-trip check; md5 {md5sum(args.out)}")
+
+
+if __name__ == "__main__":
+    main()

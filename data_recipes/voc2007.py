@@ -1,0 +1,30 @@
+"""VOC2007 test, checksummed, converted to COCO format (the `ood` split of the `gpu` profile).
+
+    .venv/bin/python data_recipes/voc2007.py --root /data/voc
+
+Writes $VOC_ROOT/instances_voc2007_test.json with file names relative to VOCdevkit/VOC2007.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tarfile
+from pathlib import Path
+
+from negutils.recipes import fetch, md5sum, voc_to_coco, write_json
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default=os.environ.get("VOC_ROOT"), required="VOC_ROOT" not in os.environ)
+    root = Path(parser.parse_args().root)
+    voc = root / "VOCdevkit" / "VOC2007"
+    if not voc.exists():
+        with tarfile.open(fetch("voc2007_test", root / "downloads")) as tf:
+            tf.extractall(root, filter="data")
+    out = write_json(voc / "instances_voc2007_test.json", voc_to_coco(voc, "test"))
+    print(f"{md5sum(out)}  {out}\nexport VOC_ROOT={voc}")
+
+
+if __name__ == "__main__":
+    main()

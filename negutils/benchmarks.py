@@ -1,0 +1,108 @@
+"""Every benchmark of the book for one split, built once and cached by a hash of what made it.
+
+    bench = ensure_benchmarks(splits["val"], profile.benchmarks, artifacts_dir / "benchmarks")
+    bench.mcq, bench.retrieval_negated, bench.confusion_2c, bench.factor, ...
+
+Files (NegBench CSV schema for the MCQ; CSV for the rest) live under
+``<artifacts>/benchmarks-<key>/<split>/`` and are written atomically; same seed, same bytes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .cache import atomic_save, atomic_write_json, config_hash
+from .coco import CocoSplit
+from .confusion import ConfusionConfig, build_confusion
+from .factor import FactorConfig, build_factor
+from .negbench import MCQConfig, build_mcq, build_retrieval, read_mcq_csv, write_mcq_csv
+from .valse import build_existence
+
+# Bump when a builder changes what it writes.
+BENCHMARK_VERSION = 1
+NAMES = ("mcq", "retrieval_affirmative", "retrieval_negated", "confusion_2c", "confusion_3c", "factor", "existence")
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    mcq: MCQConfig = field(default_factory=MCQConfig)
+    retrieval_seed: int = 0
+    confusion: ConfusionConfig = field(default_factory=ConfusionConfig)
+    factor: FactorConfig = field(default_factory=FactorConfig)
+    existence_samples: int = 500
+    existence_seed: int = 0
+
+
+@dataclass
+class Benchmarks:
+    split: str
+    root: Path
+    mcq: pd.DataFrame
+    retrieval_affirmative: pd.DataFrame
+    retrieval_negated: pd.DataFrame
+    confusion_2c: pd.DataFrame
+    confusion_3c: pd.DataFrame
+    factor: pd.DataFrame
+    existence: pd.DataFrame
+
+    def sizes(self) -> pd.DataFrame:
+        return pd.DataFrame([{"split": self.split, "benchmark": n, "samples": len(getattr(self, n))} for n in NAMES])
+
+
+def build_benchmarks(split: CocoSplit, config: BenchmarkConfig) -> dict[str, pd.DataFrame]:
+    affirmative, negated = build_retrieval(split, config.retrieval_seed)
+    return {"mcq": build_mcq(split, config.mcq), "retrieval_affirmative": affirmative,
+            "retrieval_negated": negated, "confusion_2c": build_confusion(split, "2C", config.confusion),
+            "confusion_3c": build_confusion(split, "3C", config.confusion),
+            "factor": build_factor(split, config.factor),
+            "existence": build_existence(split, config.existence_samples, config.existence_seed)}
+
+
+def ensure_benchmarks(split: CocoSplit, config: BenchmarkConfig, out_dir: str | Path, data_key: str) -> Benchmarks:
+    """Build the benchmarks of ``split`` (identified by ``data_key``, e.g. the world hash) or
+    reuse the cached files."""
+    key = config_hash({"data": data_key, "split": split.name, "config": config, "version": BENCHMARK_VERSION})
+    root = Path(out_dir) / f"benchmarks-{key}" / split.name
+    done = root / "manifest.json"
+    if not done.exists():
+        frames = build_benchmarks(split, config)
+        write_mcq_csv(frames["mcq"], root / "mcq.csv")
+        for name, frame in frames.items():
+            if name != "mcq":
+                atomic_save(root / f"{name}.csv", lambda p, f=frame: f.to_csv(p, index=False, lineterminator="\n"))
+        atomic_write_json(done, {"key": key, "split": split.name, "config": asdict(config),
+                                 "sizes": {n: len(f) for n, f in frames.items()}})
+    frames = {n: pd.read_csv(root / f"{n}.csv", keep_default_na=False) if n != "mcq" else read_mcq_csv(root / "mcq.csv")
+              for n in NAMES}
+    for name in ("confusion_2c", "confusion_3c"):
+        if frames[name].empty:
+            frames[name] = pd.DataFrame(columns=frames[name].columns)
+    return Benchmarks(split=split.name, root=root, **frames)
+
+
+def manifest(bench: Benchmarks) -> dict:
+    return json.loads((bench.root / "manifest.json").read_text())
+
+
+def evaluate_benchmarks(scorer, bench: Benchmarks, split: CocoSplit, dataset: str, model: str,
+                        pretrained: str) -> list[dict]:
+    """Every benchmark of ``bench`` scored by ``scorer``: CLIP_benchmark-shaped result rows."""
+    from .evaluate import (evaluate_confusion, evaluate_mcq, evaluate_pairwise, evaluate_retrieval,
+                           result_row)
+
+    def row(task, metrics):
+        return result_row(dataset, model, pretrained, task, {"method": scorer.name, **metrics})
+
+    rows = [row("mcq", evaluate_mcq(scorer, bench.mcq, split)),
+            row("retrieval", evaluate_retrieval(scorer, bench.retrieval_affirmative, split)),
+            row("retrieval_negated", evaluate_retrieval(scorer, bench.retrieval_negated, split))]
+    for name, frame in (("confusion_2c", bench.confusion_2c), ("confusion_3c", bench.confusion_3c)):
+        if len(frame):
+            rows.append(row(name, evaluate_confusion(scorer, frame, split)))
+    for name, frame in bench.factor.groupby("split", sort=False):
+        rows.append(row(f"factor_{name}", evaluate_pairwise(scorer, frame, split, group="test")))
+    rows.append(row("valse_existence", evaluate_pairwise(scorer, bench.existence, split, group="negated_is_correct")))
+    return rows

@@ -1,0 +1,41 @@
+"""The papers' reported numbers as data, each with its table, row, column and a verbatim quote
+of the line it was read from (``negutils/data/paper_numbers.csv``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+PAPER_NUMBERS = Path(__file__).parent / "data" / "paper_numbers.csv"
+
+
+def paper_numbers(benchmark: str | None = None) -> pd.DataFrame:
+    frame = pd.read_csv(PAPER_NUMBERS, dtype={"value": float})
+    return frame if benchmark is None else frame[frame["benchmark"] == benchmark].reset_index(drop=True)
+
+
+def beside_paper(ours: dict[tuple[str, str], float], label: str = "organism") -> pd.DataFrame:
+    """Paper numbers (in %) next to ours for the same (benchmark, metric); ours are fractions."""
+    frame = paper_numbers()
+    frame = frame[[(b, m) in ours for b, m in zip(frame["benchmark"], frame["metric"])]].copy()
+    frame[label] = [100 * ours[(b, m)] for b, m in zip(frame["benchmark"], frame["metric"])]
+    return frame[["benchmark", "metric", "paper", "table", "row", "value", label]].rename(columns={"value": "paper value"})
+
+
+# (our split, our task) -> the benchmark name the papers' rows use
+BENCHMARK_OF = {("val", "mcq"): "negbench_mcq_coco", ("ood", "mcq"): "negbench_mcq_voc",
+                ("val", "retrieval"): "negbench_retrieval_coco",
+                ("val", "retrieval_negated"): "negbench_retrieval_negated_coco",
+                ("val", "confusion_2c"): "coco_confusion_2c", ("val", "confusion_3c"): "coco_confusion_3c",
+                ("val", "factor_operator"): "factor_operator", ("val", "valse_existence"): "valse_existence"}
+
+
+def our_numbers(results: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """{(benchmark, metric): value} from a results frame (``dataset`` ends in the split name)."""
+    out = {}
+    for row in results.to_dict("records"):
+        benchmark = BENCHMARK_OF.get((str(row["dataset"]).split("/")[-1], row["task"]))
+        if benchmark:
+            out.update({(benchmark, m): float(v) for m, v in row.items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool) and pd.notna(v)})
+    return out
