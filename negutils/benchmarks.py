@@ -98,7 +98,8 @@ def evaluate_benchmarks(scorer, bench: Benchmarks, split: CocoSplit, dataset: st
 
     rows = [row("mcq", evaluate_mcq(scorer, bench.mcq, split)),
             row("retrieval", evaluate_retrieval(scorer, bench.retrieval_affirmative, split)),
-            row("retrieval_negated", evaluate_retrieval(scorer, bench.retrieval_negated, split))]
+            row("retrieval_negated", evaluate_retrieval(scorer, bench.retrieval_negated, split, source_only=True)),
+            row("retrieval_negated_any", evaluate_retrieval(scorer, bench.retrieval_negated, split))]
     for name, frame in (("confusion_2c", bench.confusion_2c), ("confusion_3c", bench.confusion_3c)):
         if len(frame):
             rows.append(row(name, evaluate_confusion(scorer, frame, split)))

@@ -119,14 +119,18 @@ def evaluate_pairwise(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit, g
 
 
 def evaluate_retrieval(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, ks=(1, 5, 10),
-                       chunk: int = 256) -> dict:
+                       chunk: int = 256, source_only: bool = False) -> dict:
     """Text-to-image recall over the whole split; a query hits when any of its ``positives``
-    (JSON image ids) is in the top k."""
+    (JSON image ids) is in the top k. ``source_only`` counts only the query's own image, NegBench's
+    protocol for captions whose other satisfying images are unknown."""
     gallery = np.arange(len(split))
     feats = scorer.image_features(split, gallery)
     _check_captions(queries["query"].tolist(), "retrieval")
     lookup = {image_id: i for i, image_id in enumerate(split.image_ids)}
-    positives = [[lookup[i] for i in json.loads(p)] for p in queries["positives"]]
+    if source_only:
+        positives = [[lookup[i]] for i in queries["image_id"]]
+    else:
+        positives = [[lookup[i] for i in json.loads(p)] for p in queries["positives"]]
     recalls = []
     for start in tqdm(range(0, len(queries), chunk), desc="retrieval", disable=len(queries) <= 4 * chunk):
         sl = slice(start, start + chunk)

@@ -108,3 +108,18 @@ def test_results_have_clip_benchmark_keys():
     assert set(row) == {"dataset", "model", "pretrained", "task", "metrics"}
     frame = results_frame([row])
     assert list(frame.columns) == ["dataset", "model", "pretrained", "task", "accuracy"]
+
+
+def test_source_only_retrieval_counts_only_the_source_image(split):
+    _, negated = build_retrieval(split, seed=0)
+    id_of = dict(enumerate(split.image_ids))
+    any_positive = {row.query: set(json.loads(row.positives)) - {row.image_id} for row in negated.itertuples()}
+
+    class OtherPositives(OracleScorer):
+        def score(self, feats, captions):  # ranks every satisfying image except the source first
+            return torch.tensor([[float(id_of[int(i)] in any_positive[c]) for c in captions] for i in feats[:, 0]])
+
+    queries = negated[[len(any_positive[q]) >= 10 for q in negated["query"]]]
+    scorer = OtherPositives(split, {})
+    assert evaluate_retrieval(scorer, queries, split, ks=(1,))["R@1"] == 1.0
+    assert evaluate_retrieval(scorer, queries, split, ks=(1,), source_only=True)["R@1"] == 0.0
