@@ -115,3 +115,19 @@ def test_existence_pairs(split):
         right = getattr(s, f"caption_{s.correct}")
         assert ("There are no " in right) == (s.concept not in objects[s.image_id])
     assert 0.4 <= pairs["negated_is_correct"].mean() <= 0.6
+
+
+def test_benchmark_files_are_byte_identical_and_cached(split, tmp_path):
+    from negutils.benchmarks import NAMES, BenchmarkConfig, ensure_benchmarks
+
+    cfg = BenchmarkConfig(confusion=ConfusionConfig(m_min=5, m_max=12),
+                          factor=FactorConfig(operator_samples=10, equivalence_samples=(("De Morgan", 4),),
+                                              compound_samples=4, nested_samples=4), existence_samples=40)
+    a = ensure_benchmarks(split, cfg, tmp_path / "a", "key")
+    b = ensure_benchmarks(split, cfg, tmp_path / "b", "key")
+    for name in NAMES:
+        assert (a.root / f"{name}.csv").read_bytes() == (b.root / f"{name}.csv").read_bytes(), name
+    mtime = (a.root / "mcq.csv").stat().st_mtime_ns
+    again = ensure_benchmarks(split, cfg, tmp_path / "a", "key")
+    assert (again.root / "mcq.csv").stat().st_mtime_ns == mtime and again.mcq.equals(a.mcq)
+    assert ensure_benchmarks(split, cfg, tmp_path / "a", "other-world").root != a.root
