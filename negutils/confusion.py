@@ -40,6 +40,11 @@ class ConfusionConfig:
     min_verified: int = 5           # images per group that must survive verification
 
 
+def _holders(split: CocoSplit) -> dict[str, set[int]]:
+    """Category -> indices of the images that contain it."""
+    return {c: {i for i, objs in enumerate(split.objects) if c in objs} for c in split.categories}
+
+
 def query_2c(pos: str, neg: str) -> str:
     return f"{capitalise(with_article(pos))} is present but no {neg}."
 
@@ -66,7 +71,7 @@ def build_confusion(split: CocoSplit, kind: str = "2C", config: ConfusionConfig 
         raise ValueError(f"COCO-Confusion kind must be '2C' or '3C', got {kind!r}")
     rng = np.random.default_rng(config.seed)
     cats = split.categories
-    holders = {c: {i for i, objs in enumerate(split.objects) if c in objs} for c in cats}
+    holders = _holders(split)
     if kind == "2C":
         partitions = [((p,), n) for p, n in itertools.permutations(cats, 2)]
     else:
@@ -100,7 +105,7 @@ def build_confusion(split: CocoSplit, kind: str = "2C", config: ConfusionConfig 
 def confusing_density(galleries: pd.DataFrame, split: CocoSplit) -> pd.DataFrame:
     """KTN App. D.6: the share of confusing images in each curated gallery against the share of
     images containing every query concept in the standard retrieval gallery (the whole split)."""
-    holders = {c: {i for i, objs in enumerate(split.objects) if c in objs} for c in split.categories}
+    holders = _holders(split)
     rows = []
     for g in galleries.itertuples():
         concepts = json.loads(g.positives) + [g.negative]

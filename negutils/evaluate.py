@@ -126,11 +126,12 @@ def evaluate_retrieval(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, 
     gallery = np.arange(len(split))
     feats = scorer.image_features(split, gallery)
     _check_captions(queries["query"].tolist(), "retrieval")
-    lookup = {image_id: i for i, image_id in enumerate(split.image_ids)}
     if source_only:
-        positives = [[lookup[i]] for i in queries["image_id"]]
+        positives = [[i] for i in _image_index(split, queries["image_id"].tolist(), "retrieval")]
     else:
-        positives = [[lookup[i] for i in json.loads(p)] for p in queries["positives"]]
+        id_lists = [json.loads(p) for p in queries["positives"]]
+        flat = _image_index(split, [i for ids in id_lists for i in ids], "retrieval positives")
+        positives = np.split(flat, np.cumsum([len(ids) for ids in id_lists])[:-1])
     recalls = []
     for start in tqdm(range(0, len(queries), chunk), desc="retrieval", disable=len(queries) <= 4 * chunk):
         sl = slice(start, start + chunk)
@@ -145,11 +146,10 @@ def evaluate_retrieval(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, 
 
 def evaluate_confusion(scorer: Scorer, galleries: pd.DataFrame, split: CocoSplit) -> dict:
     """Macro mAP over galleries: correct images are the positives, confusing ones the negatives."""
-    lookup = {image_id: i for i, image_id in enumerate(split.image_ids)}
     groups = []
     for g in galleries.itertuples():
         correct, confusing = json.loads(g.correct_ids), json.loads(g.confusing_ids)
-        idx = np.array([lookup[i] for i in correct + confusing])
+        idx = _image_index(split, correct + confusing, f"gallery {g.query!r}")
         s = scorer.score(scorer.image_features(split, idx), [g.query]).numpy()[:, 0]
         groups.append((np.r_[np.ones(len(correct)), np.zeros(len(confusing))], s))
     return {"mAP": mean_average_precision(groups), "galleries": int(len(galleries)),
