@@ -8,7 +8,6 @@ Files (NegBench CSV schema for the MCQ; CSV for the rest) live under
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -77,14 +76,7 @@ def ensure_benchmarks(split: CocoSplit, config: BenchmarkConfig, out_dir: str | 
                                  "sizes": {n: len(f) for n, f in frames.items()}})
     frames = {n: pd.read_csv(root / f"{n}.csv", keep_default_na=False) if n != "mcq" else read_mcq_csv(root / "mcq.csv")
               for n in NAMES}
-    for name in ("confusion_2c", "confusion_3c"):
-        if frames[name].empty:
-            frames[name] = pd.DataFrame(columns=frames[name].columns)
     return Benchmarks(split=split.name, root=root, **frames)
-
-
-def manifest(bench: Benchmarks) -> dict:
-    return json.loads((bench.root / "manifest.json").read_text())
 
 
 def evaluate_benchmarks(scorer, bench: Benchmarks, split: CocoSplit, dataset: str, model: str,

@@ -150,14 +150,20 @@ class _Caps:
             self.concepts[c] = self.concepts.get(c, 0) + 1
 
 
-def _sample(split_name, test, image, caption_true, caption_false, parse_true, parse_false, rng, **extra) -> dict:
+def pairwise_fields(rng: np.random.Generator, caption_true: str, caption_false: str, parse_true: dict,
+                    parse_false: dict) -> dict:
+    """The two captions at a random position (``correct`` says which) with their oracle parses."""
     correct = int(rng.integers(2))
     captions = [caption_false, caption_false]
     parses = [parse_false, parse_false]
     captions[correct], parses[correct] = caption_true, parse_true
-    return {"split": split_name, "test": test, "image_index": image, "caption_0": captions[0],
-            "caption_1": captions[1], "correct": correct, "parse_0": json.dumps(parses[0], sort_keys=True),
-            "parse_1": json.dumps(parses[1], sort_keys=True), **extra}
+    return {"caption_0": captions[0], "caption_1": captions[1], "correct": correct,
+            "parse_0": json.dumps(parses[0], sort_keys=True), "parse_1": json.dumps(parses[1], sort_keys=True)}
+
+
+def _sample(split_name, test, image, caption_true, caption_false, parse_true, parse_false, rng, **extra) -> dict:
+    return {"split": split_name, "test": test, "image_index": image,
+            **pairwise_fields(rng, caption_true, caption_false, parse_true, parse_false), **extra}
 
 
 def _pairwise_split(split: CocoSplit, rows_by_test: dict, counts: dict[str, int], split_name: str,

@@ -100,7 +100,7 @@ def mcq_options(template: str, A: str, B: str, N: str) -> list[dict]:
     else:
         raise ValueError(f"unknown MCQ template {template!r}; NegBench has {TEMPLATES}")
     wrong = [  # NegBench order: hybrid, positive, negative
-        ("hybrid", {"B": with_article(N), "N": with_article(B), "n": B}, {"present": [N], "absent": [B]}),
+        ("hybrid", _slots(B=N, N=B), {"present": [N], "absent": [B]}),
         ("positive_single", _slots(A=N), {"present": [N], "absent": []}),
         ("negative", _slots(N=A), {"present": [], "absent": [A]}),
     ]

@@ -5,12 +5,11 @@ the metric is pairwise accuracy. The correct position is randomised.
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
 from .coco import CocoSplit
+from .factor import pairwise_fields
 from .logic import flat, literal
 from .phrasing import plural
 
@@ -32,11 +31,8 @@ def build_existence(split: CocoSplit, n_samples: int = 500, seed: int = 0) -> pd
         true, false = (affirmative, negated) if want_present else (negated, affirmative)
         parse_true = flat("SINGLE", literal(concept, not want_present))
         parse_false = flat("SINGLE", literal(concept, want_present))
-        correct = int(rng.integers(2))
-        captions, parses = [false, false], [parse_false, parse_false]
-        captions[correct], parses[correct] = true, parse_true
         rows.append({"image_id": split.image_ids[i], "image_path": split.file_names[i], "concept": concept,
-                     "caption_0": captions[0], "caption_1": captions[1], "correct": correct,
-                     "negated_is_correct": not want_present,
-                     "parse_0": json.dumps(parses[0], sort_keys=True), "parse_1": json.dumps(parses[1], sort_keys=True)})
-    return pd.DataFrame(rows)
+                     **pairwise_fields(rng, true, false, parse_true, parse_false),
+                     "negated_is_correct": not want_present})
+    return pd.DataFrame(rows, columns=["image_id", "image_path", "concept", "caption_0", "caption_1", "correct",
+                                       "negated_is_correct", "parse_0", "parse_1"])
