@@ -1,5 +1,6 @@
 """The papers' reported numbers as data, each with its table, row, column and a verbatim quote
-of the line it was read from (``negutils/data/paper_numbers.csv``)."""
+of the line it was read from (``negutils/data/paper_numbers.csv``). ``unit`` says how the paper
+prints the value: percent, fraction (AUCs, correlations, cosines), layer (a 1-based index) or z."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,11 +16,14 @@ def paper_numbers(benchmark: str | None = None) -> pd.DataFrame:
 
 
 def beside_paper(ours: dict[tuple[str, str], float], label: str = "organism") -> pd.DataFrame:
-    """Paper numbers (in %) next to ours for the same (benchmark, metric); ours are fractions."""
+    """Paper numbers next to ours for the same (benchmark, metric), in the paper's unit: ours are
+    fractions, so they are shown in % where the paper's ``unit`` is percent."""
     frame = paper_numbers()
     frame = frame[[(b, m) in ours for b, m in zip(frame["benchmark"], frame["metric"])]].copy()
-    frame[label] = [100 * ours[(b, m)] for b, m in zip(frame["benchmark"], frame["metric"])]
-    return frame[["benchmark", "metric", "paper", "table", "row", "value", label]].rename(columns={"value": "paper value"})
+    frame[label] = [ours[(b, m)] * (100 if unit == "percent" else 1)
+                    for b, m, unit in zip(frame["benchmark"], frame["metric"], frame["unit"])]
+    return frame[["benchmark", "metric", "paper", "table", "row", "value", "unit", label]].rename(
+        columns={"value": "paper value"})
 
 
 # (our split, our task) -> the benchmark name the papers' rows use

@@ -21,11 +21,23 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
+class DiagnosisConfig:
+    """Sizes of chapter 02's analyses."""
+    diagnostic_pairs: int = 1000      # (image, T+, T-) triples; PeakPatch's control uses 1K pairs
+    bootstrap: int = 1000             # resamples for the 95% intervals
+    ranking_pairs: int = 200          # concept pairs per kind of query change (LCSE Fig. 3)
+    min_per_quadrant: int = 5         # images a concept pair needs in each of Both/A-only/B-only/Neither
+    max_pairs: int = 300              # concept pairs in the quadrant and span-residual analyses
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     world: WorldConfig = field(default_factory=WorldConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     benchmarks: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    diagnosis: DiagnosisConfig = field(default_factory=DiagnosisConfig)
     # Real-backbone mode: when ``backbone`` is set, it is loaded instead of pretraining the organism.
     backbone: str | None = None
     pretrained: str | None = None
@@ -48,6 +60,8 @@ PROFILES: dict[str, Profile] = {
                                        ("De Morgan", 5), ("double negation", 5), ("commutativity", 10)),
                                        compound_samples=10, nested_samples=10),
                                    existence_samples=100),
+        diagnosis=DiagnosisConfig(diagnostic_pairs=100, bootstrap=100, ranking_pairs=20, min_per_quadrant=1,
+                                  max_pairs=40),
         description="tiny world and model, a few steps: the whole suite in minutes (what tests run)",
     ),
     "cpu": Profile(
@@ -64,6 +78,7 @@ PROFILES: dict[str, Profile] = {
         pretrained="openai",
         dataset="coco",
         world=WorldConfig(pretrain=200_000, negtrain=40_000, val=5_000, ood=2_500),
+        diagnosis=DiagnosisConfig(min_per_quadrant=10),
         pretrain=PretrainConfig(model_name="negbook-organism", samples=2_000_000, batch_size=1024),
         description="real open_clip backbone (ViT-B-32/openai) on COCO val2017 / VOC2007 from data_recipes/",
     ),

@@ -155,6 +155,9 @@ NEGATION_CUES = ("no", "not", "without", "never", "none", "nothing", "nobody", "
                  "lacking", "absent", "missing")
 NEGATION_TEMPLATES = ("{caption} without {a_obj}", "{caption}, but no {obj}", "{caption} with no {obj}",
                       "{caption}, and there is no {obj}", "no {obj} in {caption_lower}")
+# the same sentences with the cue removed: "X without a cup" <-> "X with a cup" (a minimal pair)
+AFFIRMED_TEMPLATES = ("{caption} with {a_obj}", "{caption}, but also {a_obj}", "{caption} with {a_obj}",
+                      "{caption}, and there is {a_obj}", "{a_obj} in {caption_lower}")
 
 
 def has_negation_cue(text: str) -> bool:
@@ -166,13 +169,21 @@ def negate_caption(caption: str, absent_object: str, rng: np.random.Generator) -
     """A negated counterpart naming one absent object (PeakPatch App. 0.J's protocol without the
     LLM); ``None`` when the round-trip check fails (the caption already negates, or no cue was
     added)."""
+    pair = negation_pair(caption, absent_object, rng)
+    return pair[0] if pair else None
+
+
+def negation_pair(caption: str, absent_object: str, rng: np.random.Generator) -> tuple[str, str] | None:
+    """(negated, affirmed) extensions of ``caption`` by one object that differ only in the negation
+    cue, e.g. ("A dog without a collar", "A dog with a collar"); ``None`` as for ``negate_caption``."""
     caption = caption.strip().rstrip(".")
     if not caption or has_negation_cue(caption) or absent_object.lower() in caption.lower():
         return None
-    template = NEGATION_TEMPLATES[int(rng.integers(len(NEGATION_TEMPLATES)))]
-    out = template.format(caption=caption, caption_lower=caption[:1].lower() + caption[1:],
-                          a_obj=with_article(absent_object), obj=absent_object)
-    return out if has_negation_cue(out) and out != caption else None
+    k = int(rng.integers(len(NEGATION_TEMPLATES)))
+    fields = dict(caption=caption, caption_lower=caption[:1].lower() + caption[1:],
+                  a_obj=with_article(absent_object), obj=absent_object)
+    negated, affirmed = NEGATION_TEMPLATES[k].format(**fields), AFFIRMED_TEMPLATES[k].format(**fields)
+    return (negated, affirmed) if has_negation_cue(negated) and negated != caption else None
 
 
 def write_json(path: str | os.PathLike, obj: dict) -> Path:

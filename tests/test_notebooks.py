@@ -37,6 +37,9 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
     chapter01 = (out / "_build" / "html" / "chapters" / "01_data_construction.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter01)) >= 4
     assert "Beside the papers" in chapter01
+    chapter02 = (out / "_build" / "html" / "chapters" / "02_representational_collapse.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter02)) >= 8
+    assert "Verdicts" in chapter02 and "reproduced" in chapter02
 
 
 @pytest.mark.notebooks
@@ -49,6 +52,10 @@ def test_notebook_results_are_csv(smoke_book):
     vanilla = read_results(get_profile("smoke"), "01_vanilla")
     assert {"mcq", "retrieval_negated", "factor_operator", "valse_existence"} <= set(vanilla["task"])
     assert vanilla[vanilla.task == "mcq"]["questions"].gt(0).all()
+    layers = read_results(get_profile("smoke"), "02_layer_selection").iloc[0]
+    assert 1 <= layers["l_a"] <= layers["l_p"] <= 12 and "argmax D_LCD" in layers["reason"]
+    verdicts = read_results(get_profile("smoke"), "02_verdicts")
+    assert set(verdicts["verdict"]) <= {"reproduced", "partly", "not reproduced"} and len(verdicts) >= 10
 
 
 def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):

@@ -1,0 +1,172 @@
+"""Bag-of-concepts analyses and the dilution measurement on a perfectly bag-of-words encoder.
+
+The fake encoder embeds a caption as the normalised sum of the one-hot vectors of the concepts it
+names, ignoring every other word; images are the normalised sum of their concepts. So detection
+is perfect, negation is invisible, and each analysis has a hand-derivable answer.
+"""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from negutils import bag_of_concepts as boc
+from negutils.concepts import concept_embeddings
+from negutils.dilution import dilution_summary, text_coefficients
+from negutils.metrics import roc_auc
+from negutils.verdicts import NOT_REPRODUCED, PARTLY, REPRODUCED, claim, collapse_verdicts
+
+CATEGORIES = ["cat", "dog", "star", "boat", "cup"]
+NOT_DIRECTION = len(CATEGORIES)        # an extra axis some encoders add for "no"/"not"
+
+
+def bag_encoder(negation_weight: float = 0.0, subtract_negated: bool = False):
+    def encode(captions):
+        out = torch.zeros(len(captions), len(CATEGORIES) + 1)
+        for row, caption in enumerate(captions):
+            words = caption.lower().replace(".", "").replace(",", "").split()
+            negated_next = False
+            for w in words:
+                if w in ("no", "not", "without"):
+                    out[row, NOT_DIRECTION] += negation_weight
+                    negated_next = True
+                if w in CATEGORIES:
+                    out[row, CATEGORIES.index(w)] += -1.0 if (subtract_negated and negated_next) else 1.0
+                    negated_next = False
+        return F.normalize(out, dim=-1)
+    return encode
+
+
+@pytest.fixture(scope="module")
+def world():
+    rng = np.random.default_rng(0)
+    presence = rng.random((200, len(CATEGORIES))) < 0.4
+    presence[presence.sum(axis=1) == 0, 0] = True
+    images = F.normalize(torch.cat([torch.as_tensor(presence, dtype=torch.float32),
+                                    torch.zeros(len(presence), 1)], dim=1), dim=-1)
+    return presence, images
+
+
+def test_separable_scores_give_auc_one():
+    assert roc_auc([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.9]) == 1.0
+    assert roc_auc([1, 1, 0, 0], [0.1, 0.2, 0.3, 0.9]) == 0.0
+
+
+def test_concept_polarity_of_a_bag_of_words_encoder(world):
+    presence, images = world
+    table = boc.concept_polarity(bag_encoder(), images, presence, CATEGORIES)
+    assert (table["detection AUC"] == 1.0).all()
+    assert (table["polarity AUC"] == 0.0).all()          # "no X" = "a X": fully inverted
+    assert np.allclose(table["rho(a X, no X)"], 1.0)
+
+
+def test_ranking_similarity_kinds(world):
+    _, images = world
+    frame = boc.ranking_similarity(bag_encoder(), images, CATEGORIES, n_pairs=10, seed=1)
+    rho = frame.groupby("kind")["rho"].mean()
+    assert set(rho.index) == set(boc.RANKING_KINDS)
+    assert rho["negation"] == pytest.approx(1.0) and rho["operator swap"] == pytest.approx(1.0)
+    assert rho["rephrase"] == pytest.approx(1.0) and rho["unrelated"] < rho["concept replacement"] < 1.0
+    pd.testing.assert_frame_equal(frame, boc.ranking_similarity(bag_encoder(), images, CATEGORIES, 10, seed=1))
+
+
+def test_quadrant_preference_of_a_bag_of_words_encoder(world):
+    presence, images = world
+    pairs = boc.eligible_pairs(presence, CATEGORIES, min_per_quadrant=5)
+    assert pairs and all(a != b for a, b in pairs)
+    shares = boc.winner_shares(boc.quadrant_preference(bag_encoder(), images, presence, CATEGORIES, pairs))
+    assert list(shares.columns) == list(boc.QUADRANTS) and list(shares.index) == list(boc.OPERATORS)
+    assert shares.loc["¬A∧¬B", "Both"] == 1.0 and shares.loc["A∧B", "Both"] == 1.0
+    assert shares.loc["¬A", ["Both", "A-only"]].sum() == 1.0
+
+
+def test_expected_quadrants_follow_the_oracle():
+    assert boc.expected_quadrants("¬A∧¬B") == ["Neither"]
+    assert boc.expected_quadrants("A∨B") == ["Both", "A-only", "B-only"]
+    assert boc.expected_quadrants("A∧¬B") == ["A-only"]
+    assert boc.expected_quadrants("¬A") == ["B-only", "Neither"]
+
+
+def test_span_residual_reconstructs_the_full_score_exactly():
+    torch.manual_seed(0)
+    V, basis, t = torch.randn(50, 16), torch.randn(2, 16), torch.randn(16)
+    split = boc.span_residual(t, basis, V)
+    assert np.allclose(split.z_full, (V.double() @ t.double()).numpy(), atol=1e-12)
+    inside = boc.span_residual(0.3 * basis[0] - 2.0 * basis[1], basis, V)
+    assert np.allclose(inside.coefficients, [0.3, -2.0], atol=1e-6)
+    assert np.allclose(inside.z_perp, 0, atol=1e-5) and inside.gain < 1e-10
+    orthogonal = torch.randn(16)
+    orthogonal -= basis.T @ torch.linalg.lstsq(basis.T, orthogonal[:, None]).solution[:, 0]
+    assert boc.span_residual(orthogonal, basis, V).gain == pytest.approx(1.0)
+
+
+def test_span_residual_analysis_on_a_negation_aware_encoder(world):
+    presence, images = world
+    pairs = boc.eligible_pairs(presence, CATEGORIES, min_per_quadrant=5, max_pairs=6)
+    span = boc.span_residual_analysis(bag_encoder(subtract_negated=True), images, presence, CATEGORIES, pairs)
+    not_a = span[span["operator"] == "¬A"]
+    # "no X" = -e_X lies in the span of t_X: no residual, and holistic scoring is already correct
+    assert (not_a["holistic AUC"] == 1.0).all() and (not_a["gain"] < 1e-10).all()
+    both = span[span["operator"] == "A∧B"]
+    assert np.allclose(both["span weight A"], 0.5) and (both["rho with mean"] > 0.99).all()
+
+
+def test_negation_direction_is_shared_and_correct_in_polarity(world):
+    presence, images = world
+    table, summary = boc.negation_direction(bag_encoder(negation_weight=1.0), images, presence, CATEGORIES)
+    assert (table["delta AUC"] == 1.0).all()
+    assert summary["pairwise cosine"] > summary["random pairwise cosine"] + 0.3
+
+
+def test_null_alignment_reports_a_percentile(world):
+    presence, images = world
+    null = boc.null_alignment(bag_encoder(negation_weight=1.0), images, presence, CATEGORIES, n_directions=20)
+    assert len(null) == len(CATEGORIES) and null["percentile"].between(0, 1).all()
+
+
+def test_concept_embeddings_are_unit_norm():
+    e = concept_embeddings(bag_encoder(), CATEGORIES)
+    assert torch.allclose(e.norm(dim=1), torch.ones(len(CATEGORIES)))
+    assert torch.allclose(e[:, :len(CATEGORIES)], torch.eye(len(CATEGORIES)))
+    with pytest.raises(ValueError, match="empty concept"):
+        concept_embeddings(bag_encoder(), ["cat", " "])
+
+
+def test_dilution_when_negation_is_ignored_and_when_it_rejects():
+    ignored = dilution_summary(text_coefficients(bag_encoder(), CATEGORIES))
+    assert ignored["pairs"] == len(CATEGORIES) * (len(CATEGORIES) - 1)
+    assert ignored["median survival ratio"] == pytest.approx(1.0)       # "no c-" counts as "a c-"
+    assert ignored["share negated below control"] == 0.0
+    rejecting = dilution_summary(text_coefficients(bag_encoder(subtract_negated=True), CATEGORIES))
+    assert rejecting["median beta_c- negated"] < 0 and rejecting["share negated below control"] == 1.0
+    with pytest.raises(KeyError, match="not in the list"):
+        text_coefficients(bag_encoder(), CATEGORIES, pairs=[("cat", "zebra")])
+
+
+PAPER_LIKE = dict(
+    lcd_shape="rise-and-fall", random_shape="rising", minimal_shape="rise-and-fall", minimal_max=0.1,
+    minimal_peak_layer=8, retained_peak=0.9, retained_final=0.4, retained_min_layer=12, l_p=8, l_a=6, ascent=7, n_layers=12, lcd_max=0.2,
+    lcd_final=0.05, paraphrase_max=0.01, alignment_first=0.1, alignment_final=0.3, probe_first_layer=0.876,
+    probe_peak=0.94, probe_peak_layer=5, probe_final_layer=0.879, detection_auc=0.88, rho_negation=0.94,
+    rho_rephrase=0.95, rho_operator_swap=0.94, rho_concept_replacement=0.47, rho_unrelated=0.27,
+    polarity_auc=0.112, quadrant_not_a_prefers_a=0.91, quadrant_nor_neither=0.0, rho_and_mean=0.82,
+    rho_and_min=0.74, alignment_not=0.68, holistic_auc_not=0.12, amplified_auc_not=0.66, amplification=16,
+    alignment_nor=0.17, delta_cosine=0.62, random_cosine=0.0, delta_auc=0.70, dilution_pull=0.0,
+    dilution_share_below=0.0, survival_ratio=0.0)
+
+
+def test_the_papers_own_numbers_reproduce_every_claim():
+    verdicts = collapse_verdicts(PAPER_LIKE)
+    assert (verdicts["verdict"] == REPRODUCED).all(), verdicts[verdicts["verdict"] != REPRODUCED]
+    assert verdicts["rule"].str.startswith("reproduced:").all()
+
+
+def test_a_falling_lcd_is_not_reproduced_and_a_rising_one_is_partly():
+    falling = collapse_verdicts({**PAPER_LIKE, "lcd_shape": "flat/falling", "l_p": 1})
+    assert falling.loc[0, "verdict"] == NOT_REPRODUCED
+    assert collapse_verdicts({**PAPER_LIKE, "lcd_shape": "rising"}).loc[0, "verdict"] == PARTLY
+
+
+def test_claim_prefers_reproduced_over_partly():
+    assert claim("c", "s", "p", "o", "r", reproduced=True, partly=True)["verdict"] == REPRODUCED
+    assert claim("c", "s", "p", "o", "r", reproduced=False, partly=False)["verdict"] == NOT_REPRODUCED
