@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(PY) bench/tap_overhead.py
 	$(PY) bench/offline_error.py
 	$(PY) bench/world_render.py
+	$(PY) bench/feature_cache.py
 
 clean:
 	rm -rf artifacts book/_build

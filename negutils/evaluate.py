@@ -83,23 +83,33 @@ def _image_index(split: CocoSplit, image_ids, where: str) -> np.ndarray:
 
 def _row_scores(scorer: Scorer, split: CocoSplit, indices: np.ndarray, captions_per_row: list[list[str]],
                 chunk: int = 256, desc: str = "scoring") -> np.ndarray:
-    """scores[q, k] = score(image q, its own caption k): computed in chunks, diagonal blocks kept."""
+    """scores[q, k] = score(image q, its own caption k), in chunks. A scorer with a
+    ``score_rows(image_features [N, d], captions_per_row)`` method scores only those pairs (what
+    a per-pair head like PeakPatch's SCN needs); otherwise diagonal blocks of ``score`` are kept."""
     k = len(captions_per_row[0])
     out = np.empty((len(indices), k))
     for start in tqdm(range(0, len(indices), chunk), desc=desc, disable=len(indices) <= 4 * chunk):
         sl = slice(start, start + chunk)
         feats = scorer.image_features(split, indices[sl])
+        if hasattr(scorer, "score_rows"):
+            out[sl] = scorer.score_rows(feats, captions_per_row[sl]).numpy()
+            continue
         flat_caps = [c for caps in captions_per_row[sl] for c in caps]
         s = scorer.score(feats, flat_caps).numpy().reshape(len(feats), len(feats), k)
         out[sl] = s[np.arange(len(feats)), np.arange(len(feats))]
     return out
 
 
-def evaluate_mcq(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> dict:
+def mcq_option_scores(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> np.ndarray:
+    """[Q, 4] score of each question's image against each of its options."""
     indices = _image_index(split, mcq["image_id"].tolist(), "MCQ")
     captions = mcq[[f"caption_{k}" for k in range(4)]].values.tolist()
     _check_captions([c for row in captions for c in row], "MCQ")
-    scores = _row_scores(scorer, split, indices, captions, desc="MCQ")
+    return _row_scores(scorer, split, indices, captions, desc="MCQ")
+
+
+def evaluate_mcq(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> dict:
+    scores = mcq_option_scores(scorer, mcq, split)
     types = mcq[[f"caption_{k}_type" for k in range(4)]].values if "caption_0_type" in mcq else None
     return mcq_metrics(scores, mcq["correct_answer"].to_numpy(), mcq["correct_answer_template"].to_numpy(), types)
 

@@ -15,10 +15,16 @@ def paper_numbers(benchmark: str | None = None) -> pd.DataFrame:
     return frame if benchmark is None else frame[frame["benchmark"] == benchmark].reset_index(drop=True)
 
 
-def beside_paper(ours: dict[tuple[str, str], float], label: str = "organism") -> pd.DataFrame:
+def beside_paper(ours: dict[tuple[str, str], float], label: str = "organism", table: str | None = None,
+                 rows: list[str] | None = None) -> pd.DataFrame:
     """Paper numbers next to ours for the same (benchmark, metric), in the paper's unit: ours are
-    fractions, so they are shown in % where the paper's ``unit`` is percent."""
+    fractions, so they are shown in % where the paper's ``unit`` is percent. ``table`` and ``rows``
+    keep only those paper tables / rows (e.g. one method's row of a method-by-benchmark table)."""
     frame = paper_numbers()
+    if table is not None:
+        frame = frame[frame["table"] == table]
+    if rows is not None:
+        frame = frame[frame["row"].isin(rows)]
     frame = frame[[(b, m) in ours for b, m in zip(frame["benchmark"], frame["metric"])]].copy()
     frame[label] = [ours[(b, m)] * (100 if unit == "percent" else 1)
                     for b, m, unit in zip(frame["benchmark"], frame["metric"], frame["unit"])]

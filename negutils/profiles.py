@@ -32,12 +32,30 @@ class DiagnosisConfig:
 
 
 @dataclass(frozen=True)
+class PeakPatchSettings:
+    """Chapter 03's training budget. The paper: 10 epochs, batch 1024, lr 1e-5 (ECN) / 1e-4 (SCN)."""
+    epochs: int = 10
+    batch_size: int = 1024
+    lr_ecn: float = 1e-5
+    lr_scn: float = 1e-4
+    variants: tuple[str, ...] = ("joint", "ecn_only", "scn_only", "no_anchor", "detached")
+    sweep_l_p: tuple[int, ...] = (2, 4, 6, 8, 10, 12)
+    sweep_l_a: tuple[int, ...] = (2, 4, 6)
+    sweep_epochs: int = 10
+    negfull_alphas: tuple[float, ...] = (0.0, 0.5, 0.9, 0.99, 1.0)
+    negfull_pairs: int | None = None   # None: every training pair
+    negfull_lr: float = 1e-5
+    negfull_batch_size: int = 256
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     world: WorldConfig = field(default_factory=WorldConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     benchmarks: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     diagnosis: DiagnosisConfig = field(default_factory=DiagnosisConfig)
+    peakpatch: PeakPatchSettings = field(default_factory=PeakPatchSettings)
     # Real-backbone mode: when ``backbone`` is set, it is loaded instead of pretraining the organism.
     backbone: str | None = None
     pretrained: str | None = None
@@ -62,6 +80,9 @@ PROFILES: dict[str, Profile] = {
                                    existence_samples=100),
         diagnosis=DiagnosisConfig(diagnostic_pairs=100, bootstrap=100, ranking_pairs=20, min_per_quadrant=1,
                                   max_pairs=40),
+        peakpatch=PeakPatchSettings(epochs=2, batch_size=16, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(4, 12),
+                                    sweep_l_a=(2,), sweep_epochs=1, negfull_alphas=(0.5, 1.0), negfull_pairs=32,
+                                    negfull_lr=1e-5, negfull_batch_size=16),
         description="tiny world and model, a few steps: the whole suite in minutes (what tests run)",
     ),
     "cpu": Profile(
@@ -70,6 +91,10 @@ PROFILES: dict[str, Profile] = {
         pretrain=PretrainConfig(model_name="negbook-organism", samples=440 * 128, batch_size=128),
         # 2,000 images instead of COCO's 5,000: M_min=10 leaves only 2 triples for 3C, so 5
         benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=5, m_max=50)),
+        # ~5k training pairs instead of ~1M: learning rates x10, batch 256, so each run takes seconds
+        peakpatch=PeakPatchSettings(batch_size=256, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(1, 2, 4, 8, 12),
+                                    sweep_l_a=(1, 2, 4), sweep_epochs=5, negfull_pairs=2560, negfull_lr=5e-5,
+                                    negfull_batch_size=128),
         description="the default book: the organism pretrained for about 10 minutes on 2 CPU cores",
     ),
     "gpu": Profile(

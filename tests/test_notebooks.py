@@ -40,6 +40,9 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
     chapter02 = (out / "_build" / "html" / "chapters" / "02_representational_collapse.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter02)) >= 8
     assert "Verdicts" in chapter02 and "reproduced" in chapter02
+    chapter03 = (out / "_build" / "html" / "chapters" / "03_peakpatch.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter03)) >= 5
+    assert "Ablations" in chapter03
 
 
 @pytest.mark.notebooks
@@ -56,6 +59,10 @@ def test_notebook_results_are_csv(smoke_book):
     assert 1 <= layers["l_a"] <= layers["l_p"] <= 12 and "argmax D_LCD" in layers["reason"]
     verdicts = read_results(get_profile("smoke"), "02_verdicts")
     assert set(verdicts["verdict"]) <= {"reproduced", "partly", "not reproduced"} and len(verdicts) >= 10
+    peakpatch = read_results(get_profile("smoke"), "03_results")
+    methods = set(peakpatch["method"])
+    assert {"vanilla", "PeakPatch (joint)", "ECN only", "SCN only", "w/o anchor", "Detached SCN"} <= methods
+    assert any(m.startswith("NegFull alpha=") for m in methods)
 
 
 def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):

@@ -1,0 +1,199 @@
+"""PeakPatch's modules, losses, training, scorer, training data and the NegFull baseline."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from negutils.peakpatch import ALPHA_MAX, ECN, SCN, PeakPatch, parameter_count
+from negutils.peakpatch_train import PeakPatchConfig, losses
+
+
+def random_batch(n=6, tokens=7, width=64, dim=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.ones(n, tokens, dtype=torch.bool)
+    mask[0, 3:] = False                       # one short caption: padding must be masked
+    return {"final": F.normalize(torch.randn(n, dim, generator=g), dim=-1),
+            "proj_lp": F.normalize(torch.randn(n, dim, generator=g), dim=-1),
+            "eos_lp": torch.randn(n, width, generator=g), "eos_la": torch.randn(n, width, generator=g),
+            "tokens": torch.randn(n, tokens, width, generator=g) * mask[..., None], "mask": mask}
+
+
+def test_sizes_match_table_14_at_clip_vit_b32():
+    assert abs(parameter_count(ECN(512, 512)) - 4.7e6) < 0.05e6        # paper: ~4.7M
+    assert abs(parameter_count(SCN(512)) - 494e3) < 5e3                 # paper: 494K
+    assert parameter_count(ECN(512, 512, use_anchor=False)) < parameter_count(ECN(512, 512))
+
+
+def test_ecn_output_is_unit_norm_and_alpha_starts_at_e_minus_0_7():
+    ecn = ECN(64, 64).eval()
+    b = random_batch()
+    out = ecn(b["final"], b["eos_lp"], b["eos_la"], b["tokens"], b["mask"])
+    assert torch.allclose(out.norm(dim=-1), torch.ones(len(out)), atol=1e-6)
+    assert ecn.alpha.item() == pytest.approx(np.exp(-0.7))
+
+
+def test_padding_does_not_change_the_ecn_output():
+    ecn = ECN(64, 64).eval()
+    b = random_batch()
+    longer = {**b, "tokens": torch.cat([b["tokens"], torch.randn(6, 3, 64)], dim=1),
+              "mask": torch.cat([b["mask"], torch.zeros(6, 3, dtype=torch.bool)], dim=1)}
+    args = ("final", "eos_lp", "eos_la", "tokens", "mask")
+    assert torch.allclose(ecn(*[b[k] for k in args]), ecn(*[longer[k] for k in args]), atol=1e-6)
+
+
+def test_scn_correction_is_bounded_by_alpha_max():
+    scn = SCN(64)
+    with torch.no_grad():
+        for p in scn.parameters():
+            p.mul_(50)                                                  # saturate the tanh
+    b = random_batch()
+    delta = scn(b["final"], b["proj_lp"], b["final"].flip(0))
+    assert (delta.abs() <= ALPHA_MAX + 1e-7).all() and delta.abs().max() > 0.9 * ALPHA_MAX
+    pairwise = scn.pairwise(b["final"], b["proj_lp"], b["final"][:4], chunk=4)
+    assert pairwise.shape == (4, 6) and torch.allclose(pairwise[2], scn(b["final"], b["proj_lp"],
+                                                                         b["final"][2].expand(6, -1)), atol=1e-6)
+
+
+@pytest.mark.parametrize("variant, reaches_ecn", [("joint", True), ("detached", False)])
+def test_scn_loss_reaches_the_ecn_only_when_not_detached(variant, reaches_ecn):
+    torch.manual_seed(0)
+    model = PeakPatch(64, 64, variant)
+    b = random_batch()
+    images = F.normalize(torch.randn(3, 64), dim=-1)
+    options = np.array([[0, 3, 1, 2], [1, 4, 0, 2], [2, 5, 0, 1]])
+    config = PeakPatchConfig(variant=variant, lambda_scn=1.0)
+    terms = losses(model, b, images, options, config)
+    terms["scn"].backward()
+    grad = model.ecn.query.grad
+    assert (grad is not None and grad.abs().sum() > 0) == reaches_ecn
+
+
+def test_variants_have_the_right_modules():
+    assert PeakPatch(64, 64, "ecn_only").scn is None and PeakPatch(64, 64, "scn_only").ecn is None
+    assert PeakPatch(64, 64, "no_anchor").ecn.use_anchor is False
+    with pytest.raises(ValueError, match="unknown PeakPatch variant"):
+        PeakPatch(64, 64, "both")
+
+
+@pytest.fixture(scope="module")
+def trained_setup(tiny_world, tmp_path_factory):
+    from negutils.backbone import load_backbone
+    from negutils.coco import load_split
+    from negutils.features import TextFeatures, extract_text_features
+    from negutils.negtrain import prepare_training_data
+
+    backbone = load_backbone("negbook-tiny")
+    split = load_split(tiny_world / "pretrain")
+    root = tmp_path_factory.mktemp("features")
+    data = prepare_training_data(backbone, split, "tiny:seed0", root, held_out=0.2, progress=False)
+    features = TextFeatures(extract_text_features(backbone, data.captions, 6, 3, root, "tiny:seed0", progress=False))
+    return backbone, split, data, features
+
+
+def test_negated_counterparts_are_false_of_their_image(trained_setup):
+    _, split, data, _ = trained_setup
+    assert len(data.pairs) > 20 and not set(data.train_rows) & set(data.held_rows)
+    held_images = set(data.pairs["image_index"].iloc[data.held_rows])
+    assert not held_images & set(data.pairs["image_index"].iloc[data.train_rows])
+    for row in data.pairs.itertuples():
+        assert row.negated_object in split.objects[row.image_index]           # negating a present object
+        assert row.negated.startswith(row.caption.rstrip(".")) or row.negated.startswith("no ")
+
+
+def test_a_short_training_run_lowers_the_loss(trained_setup):
+    from negutils.peakpatch_train import train_peakpatch
+
+    _, _, data, features = trained_setup
+    config = PeakPatchConfig(epochs=4, batch_size=16, lr_ecn=1e-3, lr_scn=1e-3, dropout=0.0)
+    model, history = train_peakpatch(features, data.images, data.pairs, data.train_rows, data.held_rows, config,
+                                     progress=False)
+    assert history["loss total"].iloc[-1] < history["loss total"].iloc[0]
+    assert history["held-out MCQ accuracy"].between(0, 1).all() and not model.training
+
+
+def test_scorer_rows_agree_with_full_scores(trained_setup):
+    from negutils.peakpatch_eval import PeakPatchScorer, near_tie_subset
+
+    backbone, _, data, _ = trained_setup
+    torch.manual_seed(0)
+    scorer = PeakPatchScorer(backbone, PeakPatch(64, 64, "joint").eval(), 6, 3)
+    captions = [["a cat", "no cat"], ["a star without a cup", "a star"]]
+    images = data.images[:2]
+    rows = scorer.score_rows(images, captions)
+    full = scorer.score(images, [c for caps in captions for c in caps])
+    assert torch.allclose(rows, torch.stack([full[0, :2], full[1, 2:]]), atol=1e-5)
+    assert list(near_tie_subset(np.array([[0.5, 0.49, 0.1], [0.9, 0.1, 0.0], [0.3, 0.3, 0.2]]), share=0.34)) == [2]
+
+
+def test_negfull_short_run_and_bad_alpha(trained_setup):
+    from negutils.negfull import NegFullConfig, finetune_negfull
+
+    backbone, split, data, _ = trained_setup
+    pairs = data.pairs.iloc[data.train_rows].reset_index(drop=True)
+    before = [p.clone() for p in backbone.model.parameters()]
+    tuned, history = finetune_negfull(backbone, split, pairs, NegFullConfig(alpha=0.5, batch_size=8, lr=1e-3),
+                                      progress=False)
+    assert len(history) == len(pairs) // 8 and np.isfinite(history["loss"]).all()
+    assert all(torch.equal(a, b) for a, b in zip(before, backbone.model.parameters()))     # original untouched
+    assert any(not torch.equal(a, b) for a, b in zip(before, tuned.model.parameters()))
+    with pytest.raises(ValueError, match="alpha must be in"):
+        finetune_negfull(backbone, split, pairs, NegFullConfig(alpha=1.5))
+
+
+def test_mcq_options_point_at_other_images():
+    from negutils.negtrain import mcq_options
+
+    image_of_row = np.array([0, 0, 1, 2, 3])
+    options = mcq_options(5, image_of_row, np.random.default_rng(0))
+    assert (options[:, 0] == np.arange(5)).all() and (options[:, 1] == np.arange(5) + 5).all()
+    for r in range(5):
+        assert all(image_of_row[o] != image_of_row[r] for o in options[r, 2:])
+    with pytest.raises(ValueError, match="at least 3 different images"):
+        mcq_options(3, np.array([0, 0, 1]), np.random.default_rng(0))
+
+
+def test_mentioned_falls_back_to_word_matching():
+    from negutils.negtrain import mentioned
+
+    assert mentioned({"caption": "Two cats and a dog on a bench."}, ["cat", "dog", "bench", "car"]) == {"cat", "dog",
+                                                                                                        "bench"}
+    assert mentioned({"caption": "x", "mentioned": ["star"]}, ["star"]) == {"star"}
+    assert mentioned({"caption": "Three knives."}, ["knife", "car"]) == {"knife"}
+
+
+def _results():
+    rows = []
+    for method, acc in (("vanilla", 0.4), ("PeakPatch (joint)", 0.7)):
+        for split in ("val", "ood"):
+            rows.append({"dataset": f"embedded/{split}", "task": "mcq", "method": method, "accuracy": acc,
+                         "positive_accuracy": acc + 0.2, "negative_accuracy": acc - 0.3, "hybrid_accuracy": acc})
+        rows.append({"dataset": "embedded/val", "task": "retrieval_negated", "method": method, "R@5": acc / 2})
+    return pd.DataFrame(rows)
+
+
+def test_mcq_and_ablation_tables_follow_the_papers_layout():
+    from negutils.peakpatch_eval import ablation_table, mcq_table
+
+    table = mcq_table(_results())
+    assert list(table.columns) == [(s, m) for s in ("COCO/val", "VOC/ood") for m in ("Aff", "Neg", "Hyb", "Avg")]
+    assert table.loc["PeakPatch (joint)", ("COCO/val", "Avg")] == 70.0
+    ablation = ablation_table(_results(), {"vanilla": "CLIP (baseline)", "PeakPatch (joint)": "PeakPatch (joint)"})
+    joint = ablation.set_index("variant").loc["PeakPatch (joint)"]
+    assert joint["MCQ Neg"] == 40.0 and joint["Ret R@5"] == 35.0 and joint["paper MCQ Avg"] == 74.3
+
+
+def test_attention_and_embedding_maps_on_the_tiny_backbone(trained_setup):
+    from negutils.peakpatch_eval import (PeakPatchScorer, attention_by_token_type, embedding_map,
+                                         polarity_separation)
+
+    backbone = trained_setup[0]
+    torch.manual_seed(0)
+    scorer = PeakPatchScorer(backbone, PeakPatch(64, 64, "joint").eval(), 6, 3)
+    attention = attention_by_token_type(scorer, ["a photo with no cat", "a star without a cup"])
+    assert list(attention["head"]) == list(range(8)) and (attention[["negation", "content"]] > 0).all().all()
+    frame = embedding_map(backbone.encode_text, ["cat", "star", "cup"])
+    assert len(frame) == 30 and set(frame["polarity"]) == {"affirmative", "negated"}
+    # an embedder that ignores negation entirely puts negated captions exactly on the affirmative ones
+    same = lambda caps: torch.stack([torch.eye(3)[["cat", "star", "cup"].index(c.split()[-1])] for c in caps])  # noqa: E731
+    assert polarity_separation(frame, same) == pytest.approx(0.0)
