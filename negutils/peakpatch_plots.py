@@ -67,6 +67,7 @@ def plot_mcq_methods(table: pd.DataFrame, split: str = "COCO/val"):
     sns.barplot(data=long, x="method", y="accuracy %", hue="template", ax=ax)
     ax.set_xlabel("")
     ax.set_title(f"NegBench MCQ on {split} by correct template")
+    ax.legend(title="template", bbox_to_anchor=(1.01, 1), loc="upper left")
     ax.tick_params(axis="x", rotation=30)
     for label in ax.get_xticklabels():
         label.set_horizontalalignment("right")
