@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(PY) bench/offline_error.py
 	$(PY) bench/world_render.py
 	$(PY) bench/feature_cache.py
+	$(PY) bench/training_free_overhead.py
 
 clean:
 	rm -rf artifacts book/_build

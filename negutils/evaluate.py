@@ -174,3 +174,30 @@ def result_row(dataset: str, model: str, pretrained: str, task: str, metrics: di
 def results_frame(rows: list[dict]) -> pd.DataFrame:
     """CLIP_benchmark rows flattened: the four keys, then one column per metric."""
     return pd.DataFrame([{k: v for k, v in r.items() if k != "metrics"} | r["metrics"] for r in rows])
+
+
+def pairwise_correct(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit) -> np.ndarray:
+    """Per sample, whether ``scorer`` prefers the correct caption (for stratified analyses)."""
+    indices = _image_index(split, samples["image_id"].tolist(), "pairwise")
+    captions = samples[["caption_0", "caption_1"]].values.tolist()
+    _check_captions([c for row in captions for c in row], "pairwise")
+    scores = _row_scores(scorer, split, indices, captions, desc="pairwise")
+    return scores.argmax(axis=1) == samples["correct"].to_numpy()
+
+
+def evaluate_retention(scorer: Scorer, reference: Scorer, queries: pd.DataFrame, split: CocoSplit,
+                       chunk: int = 256) -> dict:
+    """LCSE's retention on affirmative retrieval: the scorer's R@5 (any satisfying image counts)
+    and the mean over queries of Spearman's rho between its gallery scores and ``reference``'s."""
+    from .metrics import spearman_rho
+
+    gallery = np.arange(len(split))
+    feats, ref_feats = scorer.image_features(split, gallery), reference.image_features(split, gallery)
+    rhos = []
+    for start in tqdm(range(0, len(queries), chunk), desc="retention", disable=len(queries) <= 4 * chunk):
+        batch = queries["query"].iloc[start:start + chunk].tolist()
+        ours, ref = scorer.score(feats, batch).T.numpy(), reference.score(ref_feats, batch).T.numpy()
+        rhos += [spearman_rho(a, b) for a, b in zip(ours, ref)]
+    recall = evaluate_retrieval(scorer, queries, split, ks=(5,))
+    return {"R@5": recall["R@5"], "rho": float(np.mean(rhos)), "min rho": float(np.min(rhos)),
+            "queries": int(len(queries))}

@@ -37,7 +37,8 @@ BENCHMARK_OF = {("val", "mcq"): "negbench_mcq_coco", ("ood", "mcq"): "negbench_m
                 ("val", "retrieval"): "negbench_retrieval_coco",
                 ("val", "retrieval_negated"): "negbench_retrieval_negated_coco",
                 ("val", "confusion_2c"): "coco_confusion_2c", ("val", "confusion_3c"): "coco_confusion_3c",
-                ("val", "factor_operator"): "factor_operator", ("val", "valse_existence"): "valse_existence"}
+                ("val", "factor_operator"): "factor_operator",
+                ("val", "retention"): "retention_coco", ("val", "valse_existence"): "valse_existence"}
 
 
 def our_numbers(results: pd.DataFrame) -> dict[tuple[str, str], float]:

@@ -106,16 +106,20 @@ def attention_by_token_type(scorer: PeakPatchScorer, captions: Sequence[str]) ->
 
 
 def evaluate_methods(scorers: dict, bench: dict, splits: dict, dataset: str, model: str, pretrained: str,
-                     ood_tasks: tuple[str, ...] = ("mcq",)) -> pd.DataFrame:
+                     ood_tasks: tuple[str, ...] = ("mcq",), retention_reference=None) -> pd.DataFrame:
     """Every scorer on the full ``val`` suite and, on ``ood``, the tasks in ``ood_tasks`` (the
-    papers report VOC for MCQ only): one results frame, ``method`` naming the scorer."""
+    papers report VOC for MCQ only): one results frame, ``method`` naming the scorer. With
+    ``retention_reference`` (the vanilla scorer) a ``retention`` row adds LCSE's Spearman rho."""
     from .benchmarks import evaluate_benchmarks
-    from .evaluate import evaluate_mcq, result_row, results_frame
+    from .evaluate import evaluate_mcq, evaluate_retention, result_row, results_frame
 
     rows = []
     for name, scorer in scorers.items():
         scorer.name = name
         rows += evaluate_benchmarks(scorer, bench["val"], splits["val"], f"{dataset}/val", model, pretrained)
+        if retention_reference is not None:
+            rows.append(result_row(f"{dataset}/val", model, pretrained, "retention", {"method": name, **evaluate_retention(
+                scorer, retention_reference, bench["val"].retrieval_affirmative, splits["val"])}))
         if "ood" in bench and "mcq" in ood_tasks:
             rows.append(result_row(f"{dataset}/ood", model, pretrained, "mcq",
                                    {"method": name, **evaluate_mcq(scorer, bench["ood"].mcq, splits["ood"])}))
@@ -205,3 +209,23 @@ def ablation_table(results: pd.DataFrame, paper_rows: dict[str, str]) -> pd.Data
                      "Ret R@5": 100 * ret["R@5"],
                      **{f"paper {k}": v for k, v in paper.get(paper_row, {}).items()}})
     return pd.DataFrame(rows).round(1)
+
+
+def joint_peakpatch_scorer(session, layers, progress: bool = True) -> PeakPatchScorer:
+    """Chapter 03's joint PeakPatch on this session's backbone, trained once from the feature cache
+    (or loaded), as a scorer whose ``corrected`` is the ECN text encoder the KTN and LCSE chapters
+    stack their methods on."""
+    from .features import TextFeatures, extract_text_features
+    from .negtrain import prepare_training_data
+    from .peakpatch_train import PeakPatchConfig, ensure_peakpatch
+
+    prof, settings = session.profile, session.profile.peakpatch
+    root = prof.artifacts_dir() / "features"
+    data = prepare_training_data(session.backbone, session.splits["negtrain"], session.data_key, root,
+                                 progress=progress)
+    features = TextFeatures(extract_text_features(session.backbone, data.captions, layers.l_p, layers.l_a, root,
+                                                  session.data_key, progress=progress))
+    config = PeakPatchConfig(epochs=settings.epochs, batch_size=settings.batch_size, lr_ecn=settings.lr_ecn,
+                             lr_scn=settings.lr_scn)
+    model = ensure_peakpatch(features, data, config, prof.artifacts_dir() / "peakpatch", progress)
+    return PeakPatchScorer(session.backbone, model, layers.l_p, layers.l_a, name="PeakPatch (joint)")

@@ -179,3 +179,24 @@ def layer_sweep(folders: dict, data, base: PeakPatchConfig, progress: bool = Tru
                                      data.held_rows, base, progress=False)
         rows.append({"l_p": l_p, "l_a": l_a, "held-out MCQ accuracy": history["held-out MCQ accuracy"].max()})
     return pd.DataFrame(rows)
+
+
+def ensure_peakpatch(features: TextFeatures, data, config: PeakPatchConfig, root, progress: bool = True
+                     ) -> PeakPatch:
+    """Train ``config.variant`` once and keep its weights under ``root``, keyed by the feature cache
+    and the config; later chapters (KTN and LCSE on ECN embeddings) load them instead of retraining."""
+    from pathlib import Path
+
+    from .cache import atomic_save, config_hash
+
+    key = config_hash({"features": features.folder.name, "config": config,
+                       "pairs": len(data.pairs)})
+    path = Path(root) / f"peakpatch-{config.variant}-{key}.pt"
+    width, dim = int(features.index["width"]), int(features.index["embed_dim"])
+    if path.exists():
+        model = PeakPatch(width, dim, config.variant, dropout=config.dropout)
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        return model.eval()
+    model, _ = train_peakpatch(features, data.images, data.pairs, data.train_rows, data.held_rows, config, progress)
+    atomic_save(path, lambda tmp: torch.save(model.state_dict(), tmp))
+    return model

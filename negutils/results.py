@@ -20,3 +20,18 @@ def read_results(profile: Profile, name: str) -> pd.DataFrame:
         raise FileNotFoundError(f"{path} does not exist: run the chapter that writes {name!r} first "
                                 f"(python -m negutils.run --profile {profile.name})")
     return pd.read_csv(path)
+
+
+def method_table(results: pd.DataFrame, columns: dict[tuple[str, str, str], str], methods=None,
+                 fractions: tuple[str, ...] = ("rho",)) -> pd.DataFrame:
+    """One row per method, one column per (task, split, metric) of a results frame, in % except the
+    metrics named in ``fractions`` (correlations), which keep 3 decimals."""
+    split = results["dataset"].astype(str).str.split("/").str[-1]
+    methods = list(methods) if methods is not None else list(dict.fromkeys(results["method"]))
+    table = {}
+    for (task, split_name, metric), label in columns.items():
+        rows = results[(results["task"] == task) & (split == split_name)].set_index("method")
+        scale, digits = (1, 3) if metric in fractions else (100, 1)
+        table[label] = (scale * rows[metric].reindex(methods)).round(digits) if metric in rows else pd.Series(
+            float("nan"), index=methods)
+    return pd.DataFrame(table, index=methods)

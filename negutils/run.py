@@ -44,12 +44,21 @@ def notebook_sources(only: list[str] | None = None) -> list[Path]:
     return sources
 
 
-def stage_book(stage: Path) -> Path:
-    """A fresh copy of book/ (config, toc, pages) to receive the executed chapters."""
+def stage_book(stage: Path, keep_chapters: bool = False) -> Path:
+    """A fresh copy of book/ (config, toc, pages) to receive the executed chapters. With
+    ``keep_chapters`` the chapters executed earlier stay (an ``--only`` run replaces just its own)."""
+    chapters = stage / CHAPTER_DIR
+    kept = stage.parent / f".{stage.name}-chapters"
+    if keep_chapters and chapters.exists():
+        shutil.rmtree(kept, ignore_errors=True)
+        chapters.rename(kept)
     if stage.exists():
         shutil.rmtree(stage)
     shutil.copytree(BOOK_DIR, stage, ignore=shutil.ignore_patterns("_build", CHAPTER_DIR))
-    (stage / CHAPTER_DIR).mkdir()
+    if keep_chapters and kept.exists():
+        kept.rename(chapters)
+    else:
+        chapters.mkdir()
     return stage
 
 
@@ -112,7 +121,7 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
         book_out: Path | None = None, build: bool = True) -> dict:
     prof = get_profile(profile)
     artifacts = prof.artifacts_dir()
-    stage = stage_book(artifacts / "book_src")
+    stage = stage_book(artifacts / "book_src", keep_chapters=bool(only))
     params = {"profile": profile, **(parameters or {})}
     times = []
     for source in notebook_sources(only):
@@ -121,8 +130,12 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
         seconds = execute_notebook(source, output, params)
         times.append({"profile": profile, "notebook": source.stem, "seconds": round(seconds, 2)})
         print(f"[negbook]   done in {seconds:.1f} s", flush=True)
-    results = artifacts / "results"
-    atomic_save(results / "notebook_times.csv", lambda p: pd.DataFrame(times).to_csv(p, index=False))
+    times_csv = artifacts / "results" / "notebook_times.csv"
+    frame = pd.DataFrame(times)
+    if only and times_csv.exists():         # keep the other chapters' times
+        earlier = pd.read_csv(times_csv)
+        frame = pd.concat([earlier[~earlier["notebook"].isin(frame["notebook"])], frame]).sort_values("notebook")
+    atomic_save(times_csv, lambda p: frame.to_csv(p, index=False))
     out = {"stage": stage, "times": times}
     if build:
         book_out = Path(book_out) if book_out else (BOOK_DIR if profile == "cpu" else artifacts / "book")

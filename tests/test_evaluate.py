@@ -123,3 +123,17 @@ def test_source_only_retrieval_counts_only_the_source_image(split):
     scorer = OtherPositives(split, {})
     assert evaluate_retrieval(scorer, queries, split, ks=(1,))["R@1"] == 1.0
     assert evaluate_retrieval(scorer, queries, split, ks=(1,), source_only=True)["R@1"] == 0.0
+
+
+def test_method_table_scales_percent_but_not_correlations():
+    import pandas as pd
+
+    from negutils.results import method_table
+
+    results = pd.DataFrame([{"dataset": "embedded/val", "method": "a", "task": "retention", "R@5": 0.5, "rho": 0.9991},
+                            {"dataset": "embedded/val", "method": "b", "task": "retention", "R@5": 0.25, "rho": 1.0},
+                            {"dataset": "embedded/ood", "method": "a", "task": "retention", "R@5": 0.9, "rho": 0.5}])
+    table = method_table(results, {("retention", "val", "R@5"): "R@5", ("retention", "val", "rho"): "rho",
+                                   ("mcq", "val", "accuracy"): "MCQ"})
+    assert table.loc["a", "R@5"] == 50.0 and table.loc["b", "R@5"] == 25.0
+    assert table.loc["a", "rho"] == 0.999 and table["MCQ"].isna().all()

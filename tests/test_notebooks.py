@@ -43,6 +43,10 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
     chapter03 = (out / "_build" / "html" / "chapters" / "03_peakpatch.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter03)) >= 5
     assert "Ablations" in chapter03
+    chapter04 = (out / "_build" / "html" / "chapters" / "04_ktn.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter04)) >= 3 and "Verdicts" in chapter04
+    chapter05 = (out / "_build" / "html" / "chapters" / "05_lcse.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter05)) >= 2 and "closed forms" in chapter05
 
 
 @pytest.mark.notebooks
@@ -63,6 +67,15 @@ def test_notebook_results_are_csv(smoke_book):
     methods = set(peakpatch["method"])
     assert {"vanilla", "PeakPatch (joint)", "ECN only", "SCN only", "w/o anchor", "Detached SCN"} <= methods
     assert any(m.startswith("NegFull alpha=") for m in methods)
+    ktn = read_results(get_profile("smoke"), "04_results")
+    assert {"vanilla", "EC", "KTN", "KTN (projection only)", "KTN on PeakPatch ECN"} <= set(ktn["method"])
+    assert {"confusion_2c", "factor_operator", "mcq"} <= set(ktn["task"])
+    coverage = read_results(get_profile("smoke"), "04_parser_coverage")
+    assert coverage["unparsed"].between(0, 1).all() and "NegBench MCQ" in set(coverage["benchmark"])
+    lcse = read_results(get_profile("smoke"), "05_results")
+    retention = lcse[(lcse.task == "retention")].set_index("method")
+    assert retention.loc["vanilla", "rho"] == 1.0 and retention["rho"].between(-1, 1).all()
+    assert set(read_results(get_profile("smoke"), "05_verdicts")["verdict"]) <= {"reproduced", "partly", "not reproduced"}
 
 
 def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
@@ -107,3 +120,14 @@ def test_every_chapter_has_exactly_one_parameters_cell_of_literals():
         for node in ast.parse(cells[0].source).body:
             assert isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant), \
                 f"{source.name}: parameters cell line {node.lineno} is not name = literal"
+
+
+def test_an_only_run_keeps_the_other_staged_chapters(tmp_path):
+    stage = tmp_path / "book_src"
+    runner.stage_book(stage)
+    (stage / runner.CHAPTER_DIR / "00_world_and_backbone.ipynb").write_text("{}")
+    runner.stage_book(stage, keep_chapters=True)
+    assert (stage / runner.CHAPTER_DIR / "00_world_and_backbone.ipynb").read_text() == "{}"
+    assert (stage / "_toc.yml").exists()
+    runner.stage_book(stage)
+    assert not any((stage / runner.CHAPTER_DIR).iterdir())

@@ -1,0 +1,57 @@
+"""Retrieval-time cost of the training-free methods: scoring Q negated queries against a gallery
+of N images with vanilla cosine, Embedding Correction, KTN and LCSE, all with text and concept
+embeddings already cached (LCSE App. K's "pre-cached concept embeddings" condition), so the
+ratio is the price of the extra dimension / the score edit, not of extra encoder passes.
+Random unit image features stand in for a gallery (timing does not depend on their content).
+
+    .venv/bin/python bench/training_free_overhead.py [--queries 64] [--galleries 1000 10000 50000]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tap_overhead import best_of, negbench_like_captions  # noqa: E402
+
+from negutils.backbone import load_backbone  # noqa: E402
+from negutils.cache import atomic_save  # noqa: E402
+from negutils.evaluate import ClipScorer  # noqa: E402
+from negutils.glyphs import CATEGORY_NAMES  # noqa: E402
+from negutils.ktn import EmbeddingCorrectionScorer, KtnScorer  # noqa: E402
+from negutils.lcse import Calibration, LcseScorer  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queries", type=int, default=64)
+    parser.add_argument("--galleries", type=int, nargs="+", default=[1000, 10000, 50000])
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    backbone = load_backbone("negbook-organism")
+    captions = [c for c in negbench_like_captions(4 * args.queries) if " not " in c or " no " in c][:args.queries]
+    vanilla = ClipScorer(backbone)
+    scorers = {"vanilla": vanilla, "EC": EmbeddingCorrectionScorer(vanilla, backbone.encode_text),
+               "KTN": KtnScorer(vanilla, backbone.encode_text, CATEGORY_NAMES),
+               "LCSE": LcseScorer(vanilla, backbone.encode_text, Calibration(0.22, 30))}
+    rows = []
+    for n in args.galleries:
+        gallery = torch.nn.functional.normalize(torch.randn(n, backbone.embed_dim), dim=-1)
+        for scorer in scorers.values():
+            scorer.score(gallery, captions)              # warm: text, parses, concept columns
+        seconds = {name: best_of(lambda s=scorer: s.score(gallery, captions), 3) for name, scorer in scorers.items()}
+        rows += [{"gallery": n, "queries": len(captions), "method": name, "seconds": t,
+                  "x vanilla": t / seconds["vanilla"]} for name, t in seconds.items()]
+    frame = pd.DataFrame(rows)
+    out = Path(__file__).parent / "results" / "training_free_overhead.csv"
+    atomic_save(out, lambda tmp: frame.to_csv(tmp, index=False))
+    print(frame.round(4).to_string(index=False))
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()

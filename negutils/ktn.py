@@ -1,0 +1,225 @@
+"""Know-Thy-Not (KTN sec. 4, App. B) and the Embedding Correction baseline it compares against
+(Aggarwal et al., reimplemented per KTN App. C), as scorers for the shared evaluation.
+
+KTN scores a query q with negated concept(s) c- and affirmed concepts C+ along two dimensions:
+
+    s(q, i) = t~ . f_I(i)  -  w_n * p_c-(i)                                         (eq. 11)
+    t~      = normalize(f_T(q) - proj_c- f_T(q))                                    (eq. 12)
+    p_c-(i) = sigm(kappa (f_I(i).e_c- - tau(i))) - 1/2 sigm(kappa (f_I(i).e_c+ - tau(i)))   (eq. 13)
+    tau(i)  = mean_{c in C+} f_I(i).e_c                                             (eq. 14)
+
+with kappa = 50, w_n = 1/N (N: the candidate pool, 4 for MCQ, the gallery for retrieval), e_c the
+four-template concept embeddings, and flip-averaged image features. t~ averages two views, the
+query and its negation-stripped text, each with c- projected out (App. B.3).
+
+Choices the paper leaves open, made here and printed by the chapter:
+* several negated concepts (''neither A nor B''): t~ leaves the span of all of them, and the
+  penalty sums p over them;
+* C+ empty (''There is no kite.''): eq. 14 is undefined, so tau(i) is the image's mean
+  similarity to the profile's category vocabulary, and the second term of eq. 13 (which needs
+  e_c+) is dropped;
+* with |C+| > 1 the second term averages sigm(kappa (alpha_c(i) - tau(i))) over c in C+; with one
+  affirmed concept it is the constant 1/4, as eq. 13 and 14 imply.
+A caption with no negated concept, or one the parser leaves unparsed, is scored holistically.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .concepts import ConceptBank
+from .parsing import CaptionParse, parse_captions
+
+KAPPA = 50.0
+EC_LAMBDA = 1.9
+NEUTRAL_TEXT = "a photo."
+
+
+def remove_directions(t: torch.Tensor, directions: torch.Tensor, lam: float = 1.0) -> torch.Tensor:
+    """normalize(t - lam * P t), P the orthogonal projector onto the span of ``directions`` [k, d]."""
+    q, _ = torch.linalg.qr(directions.double().T)                 # [d, k] orthonormal basis
+    t = t.double()
+    return F.normalize(t - lam * (t @ q) @ q.T, dim=-1).float()
+
+
+def rejection_score(alpha: np.ndarray, neg: Sequence[int], pos: Sequence[int], tau_vocab: np.ndarray,
+                    kappa: float = KAPPA) -> np.ndarray:
+    """p_c-(i) of eq. 13-14 for every image: ``alpha`` [I, V] image x concept similarities,
+    ``neg`` / ``pos`` column indices of c- and C+, ``tau_vocab`` [I] the fallback reference."""
+    sig = lambda x: 1.0 / (1.0 + np.exp(-x))  # noqa: E731
+    tau = alpha[:, list(pos)].mean(axis=1) if len(pos) else tau_vocab
+    p = sum(sig(kappa * (alpha[:, c] - tau)) for c in neg)
+    if len(pos):
+        p = p - 0.5 * np.mean([sig(kappa * (alpha[:, c] - tau)) for c in pos], axis=0)
+    return p
+
+
+class _ParsedTextScorer:
+    """What EC, KTN and LCSE share: image features from an image scorer (flip-averaged for KTN),
+    text embeddings from ``encode`` (the frozen tower or PeakPatch's ECN), parses cached per caption,
+    and a count of captions that fell back to holistic scoring."""
+
+    def __init__(self, images, encode: Callable[[Sequence[str]], torch.Tensor], name: str,
+                 parses: dict[str, CaptionParse | dict] | None = None):
+        self.images, self.encode, self.name = images, encode, name
+        self._parses: dict[str, CaptionParse] = {}
+        self._oracle = dict(parses or {})
+        self._text: dict[str, torch.Tensor] = {}
+        self.fallbacks: set[str] = set()
+
+    def image_features(self, split, indices) -> torch.Tensor:
+        return self.images.image_features(split, indices)
+
+    def parses(self, captions: Sequence[str]) -> list[CaptionParse]:
+        todo = [c for c in dict.fromkeys(captions) if c not in self._parses and c not in self._oracle]
+        if todo:
+            self._parses.update(parse_captions(todo))
+        return [self._oracle_parse(c) if c in self._oracle else self._parses[c] for c in captions]
+
+    def _oracle_parse(self, caption: str) -> CaptionParse:
+        parse = self._oracle[caption]
+        if isinstance(parse, CaptionParse):
+            return parse
+        from .parsing import _leaves
+        leaves = _leaves(parse)
+        return CaptionParse(caption, parse, "", [c["name"] for c in leaves if c["negated"]],
+                            [c["name"] for c in leaves if not c["negated"]], caption)
+
+    def text(self, captions: Sequence[str]) -> torch.Tensor:
+        todo = [c for c in dict.fromkeys(captions) if c not in self._text]
+        if todo:
+            for c, f in zip(todo, F.normalize(self.encode(todo).float(), dim=-1)):
+                self._text[c] = f
+        return torch.stack([self._text[c] for c in captions])
+
+    def score(self, image_features: torch.Tensor, captions: Sequence[str]) -> torch.Tensor:
+        return self._score(image_features, list(captions), pool=len(image_features))
+
+    def score_rows(self, image_features: torch.Tensor, captions_per_row: list[list[str]]) -> torch.Tensor:
+        """Each image against its own k options (MCQ: N = 4; pairwise: N = 2)."""
+        k = len(captions_per_row[0])
+        flat = [c for row in captions_per_row for c in row]
+        images = image_features.repeat_interleave(k, dim=0)
+        return self._score_pairs(images, flat, pool=k).reshape(len(captions_per_row), k)
+
+    def _score(self, image_features, captions, pool) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _score_pairs(self, images, captions, pool) -> torch.Tensor:
+        """Score image j against caption j. The default runs ``_score`` per distinct caption."""
+        out = torch.empty(len(captions))
+        by_caption: dict[str, list[int]] = {}
+        for j, c in enumerate(captions):
+            by_caption.setdefault(c, []).append(j)
+        for c, rows in by_caption.items():
+            rows_t = torch.tensor(rows)
+            out[rows_t] = self._score(images[rows_t], [c], pool)[:, 0]
+        return out
+
+
+class HolisticScorer(_ParsedTextScorer):
+    """Plain cosine with another text encoder (e.g. PeakPatch's ECN embedding without its SCN)."""
+
+    def __init__(self, images, encode, name: str = "holistic"):
+        super().__init__(images, encode, name)
+
+    def _score(self, image_features, captions, pool) -> torch.Tensor:
+        return image_features.float() @ self.text(captions).T
+
+    def _score_pairs(self, images, captions, pool) -> torch.Tensor:
+        return (images.float() * self.text(captions)).sum(-1)
+
+
+class EmbeddingCorrectionScorer(_ParsedTextScorer):
+    """Aggarwal et al.'s embedding correction as KTN App. C reimplements it: the direction of each
+    negated concept, taken relative to a neutral text embedding, is projected out of the query
+    embedding with lambda = 1.9 (over-subtraction: the corrected query points away from c-)."""
+
+    def __init__(self, images, encode, name: str = "EC", lam: float = EC_LAMBDA, neutral: str = NEUTRAL_TEXT,
+                 bank: ConceptBank | None = None):
+        super().__init__(images, encode, name)
+        self.lam, self.neutral = lam, neutral
+        self.bank = bank or ConceptBank(encode)
+        self._corrected: dict[str, torch.Tensor] = {}
+
+    def corrected(self, captions: Sequence[str]) -> torch.Tensor:
+        out = []
+        anchor = self.text([self.neutral])[0]
+        for c, parse in zip(captions, self.parses(captions)):
+            if c not in self._corrected:
+                t = self.text([c])[0]
+                if parse.parsed and parse.negated:
+                    directions = F.normalize(self.bank.vectors(parse.negated) - anchor, dim=-1)
+                    t = remove_directions(t, directions, self.lam)
+                else:
+                    self.fallbacks.add(c) if not parse.parsed else None
+                self._corrected[c] = t
+            out.append(self._corrected[c])
+        return torch.stack(out)
+
+    def _score(self, image_features, captions, pool) -> torch.Tensor:
+        return image_features.float() @ self.corrected(captions).T
+
+    def _score_pairs(self, images, captions, pool) -> torch.Tensor:
+        return (images.float() * self.corrected(captions)).sum(-1)
+
+
+class KtnScorer(_ParsedTextScorer):
+    """KTN (eq. 11-14). ``rejection=False`` keeps only Dimension 1 (KTN Table 3's "+ Proj");
+    ``pool_weight`` fixes w_n instead of 1/N."""
+
+    def __init__(self, images, encode, vocabulary: Sequence[str], name: str = "KTN", kappa: float = KAPPA,
+                 rejection: bool = True, multiview: bool = True, pool_weight: float | None = None,
+                 bank: ConceptBank | None = None, parses: dict | None = None):
+        super().__init__(images, encode, name, parses)
+        if not vocabulary:
+            raise ValueError("KtnScorer needs a concept vocabulary (the categories) for tau(i) when C+ is empty")
+        self.vocabulary = list(vocabulary)
+        self.kappa, self.rejection, self.multiview, self.pool_weight = kappa, rejection, multiview, pool_weight
+        self.bank = bank or ConceptBank(encode)
+        self._corrected: dict[str, torch.Tensor] = {}
+
+    def weight(self, pool: int) -> float:
+        return self.pool_weight if self.pool_weight is not None else 1.0 / pool
+
+    def corrected(self, captions: Sequence[str]) -> torch.Tensor:
+        """t~ per caption (eq. 12; the query and its stripped text averaged); holistic f_T(q) for
+        captions without a parsed negation."""
+        out = []
+        for c, parse in zip(captions, self.parses(captions)):
+            if c not in self._corrected:
+                t = self.text([c])[0]
+                if parse.parsed and parse.negated:
+                    directions = self.bank.vectors(parse.negated)
+                    views = [remove_directions(t, directions)]
+                    if self.multiview and parse.affirmed and parse.stripped.strip() and parse.stripped != c:
+                        views.append(remove_directions(self.text([parse.stripped])[0], directions))
+                    t = F.normalize(torch.stack(views).mean(0), dim=-1)
+                elif not parse.parsed:
+                    self.fallbacks.add(c)
+                self._corrected[c] = t
+            out.append(self._corrected[c])
+        return torch.stack(out)
+
+    def penalty(self, image_features: torch.Tensor, parse: CaptionParse) -> np.ndarray:
+        """p_c-(i) for every image of ``image_features`` (zeros when there is nothing to reject)."""
+        if not (parse.parsed and parse.negated):
+            return np.zeros(len(image_features))
+        names = list(dict.fromkeys(parse.negated + parse.affirmed + self.vocabulary))
+        alpha = self.bank.similarities(image_features, names).double().numpy()
+        column = {n: k for k, n in enumerate(names)}
+        tau_vocab = alpha[:, [column[v] for v in self.vocabulary]].mean(axis=1)
+        return rejection_score(alpha, [column[n] for n in parse.negated],
+                               [column[n] for n in parse.affirmed if n not in parse.negated], tau_vocab, self.kappa)
+
+    def _score(self, image_features, captions, pool) -> torch.Tensor:
+        scores = image_features.float() @ self.corrected(captions).T
+        if self.rejection:
+            w = self.weight(pool)
+            for j, parse in enumerate(self.parses(captions)):
+                if parse.parsed and parse.negated:
+                    scores[:, j] -= torch.from_numpy(w * self.penalty(image_features, parse)).float()
+        return scores

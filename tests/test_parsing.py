@@ -1,0 +1,109 @@
+"""The caption parser on every example the seeds print, on each benchmark's templates, and on
+captions it must refuse rather than guess."""
+import json
+
+import pytest
+
+from negutils.parsing import fallback_rate, parse_captions, parse_ktn, parse_lcse
+
+
+def flat(op, *lits):
+    return {"operator": op, "concepts": [{"name": n.rstrip("-"), "negated": n.endswith("-")} for n in lits]}
+
+
+def canon(parse):
+    if "children" in parse:
+        return (parse["operator"], frozenset(canon(c) for c in parse["children"]))
+    return (parse["operator"], frozenset((c["name"], c["negated"]) for c in parse["concepts"]))
+
+
+# LCSE Table 7, verbatim captions; "-" marks a negated concept
+TABLE_7 = [("a dog and a cat", flat("AND", "dog", "cat")),
+           ("a dog chasing a cat", flat("NONE", "dog chasing", "cat")),
+           ("no dog", flat("SINGLE", "dog-")),
+           ("dog but not cat", flat("AND", "dog", "cat-")),
+           ("neither dog nor cat", flat("AND", "dog-", "cat-")),
+           ("a man with a beard", flat("SINGLE", "man with beard")),
+           ("no smoking sign", flat("SINGLE", "no smoking sign"))]
+
+# the other captions the seeds print: KTN sec. 1-3 and App. D, LCSE sec. 5.1's FACTOR sample
+SEED_EXAMPLES = [("a cat without a dog", flat("AND", "cat", "dog-")),
+                 ("A photo of a cat without a dog", flat("AND", "cat", "dog-")),
+                 ("a car without a traffic light", flat("AND", "car", "traffic light-")),
+                 ("a car is present but no traffic light", flat("AND", "car", "traffic light-")),
+                 ("an apple and banana are present but no bowl.", flat("AND", "apple", "banana", "bowl-")),
+                 ("a cat is present but no dog.", flat("AND", "cat", "dog-")),
+                 ("car", flat("SINGLE", "car")), ("car and bicycle", flat("AND", "car", "bicycle")),
+                 ("no bicycle", flat("SINGLE", "bicycle-")), ("car or bicycle", flat("OR", "car", "bicycle"))]
+
+BENCHMARK_TEMPLATES = [
+    ("This image does not feature a cup.", flat("SINGLE", "cup-")),                       # NegBench negative
+    ("This image features a house, but not a fish.", flat("AND", "house", "fish-")),      # NegBench hybrid
+    ("This image features a kite and a boat.", flat("AND", "kite", "boat")),              # NegBench positive
+    ("A frame is not present in this image.", flat("SINGLE", "frame-")),
+    ("A house is included, but there's no heart.", flat("AND", "house", "heart-")),
+    ("The picture contains a ring, without a tree.", flat("AND", "ring", "tree-")),
+    ("There is no kite in the image. this image features an umbrella and a black bolt.",
+     flat("AND", "kite-", "umbrella", "black bolt")),                                      # Retrieval-Neg
+    ("A car is present but no traffic light.", flat("AND", "car", "traffic light-")),     # COCO-Confusion 2C
+    ("A kite and a boat are present but no car.", flat("AND", "kite", "boat", "car-")),   # 3C
+    ("There are no boats.", flat("SINGLE", "boat-")),                                     # VALSE existence
+    ("Without a kite or a boat.", flat("AND", "kite-", "boat-")),                         # FACTOR NEITHER
+    ("Either a kite or a boat.", flat("OR", "kite", "boat")),
+    ("A kite is not missing.", flat("SINGLE", "kite")),                                   # double negation
+    ("It is not true that there is no kite.", flat("SINGLE", "kite")),
+    ("A kite is lacking from the scene.", flat("SINGLE", "kite-")),
+    ("Not a tent, and not a tree either.", flat("AND", "tent-", "tree-")),                # De Morgan
+    ("Either a kite and a boat, or a car.",
+     {"operator": "OR", "children": [flat("AND", "kite", "boat"), flat("SINGLE", "car")]}),
+    ("There is a car and either a kite or a boat.",
+     {"operator": "AND", "children": [flat("SINGLE", "car"), flat("OR", "kite", "boat")]}),
+]
+
+
+@pytest.mark.parametrize("caption,expected", TABLE_7 + SEED_EXAMPLES + BENCHMARK_TEMPLATES)
+def test_parses_match_the_seed_examples_and_templates(caption, expected):
+    parsed = parse_lcse(caption)
+    assert parsed.parsed, parsed.reason
+    assert canon(parsed.parse) == canon(expected)
+
+
+def test_ktn_view_of_the_app_b3_example():
+    parsed = parse_ktn("A car is present but no traffic light")
+    assert parsed.negated == ["traffic light"] and parsed.affirmed == ["car"]
+    assert parsed.stripped == "A car is present"
+
+
+@pytest.mark.parametrize("caption,reason", [("", "empty"), ("   ", "empty"), ("the image.", "no concept"),
+                                            ("no", "no concept in its scope"),
+                                            ("A kite and a boat or a car.", "mixed")])
+def test_unparsable_and_empty_captions_are_refused_not_guessed(caption, reason):
+    parsed = parse_lcse(caption)
+    assert not parsed.parsed and reason in parsed.reason and parsed.negated == []
+
+
+def test_fallback_rate_counts_distinct_unparsed_captions():
+    parses = parse_captions(["no dog", "no dog", "", "a cat"])
+    assert len(parses) == 3 and fallback_rate(parses) == pytest.approx(1 / 3)
+
+
+def test_rule_based_fallback_agrees_on_the_templates():
+    captions = [c for c, _ in BENCHMARK_TEMPLATES if "traffic" not in c]
+    spacy_parses = parse_captions(captions)
+    rule_parses = parse_captions(captions, nlp=None)
+    agree = [canon(spacy_parses[c].parse) == canon(rule_parses[c].parse) for c in captions if rule_parses[c].parsed]
+    assert sum(agree) >= len(captions) - 2
+
+
+def test_factor_oracle_parses_are_recovered(tiny_world):
+    from negutils.coco import load_split
+    from negutils.factor import FactorConfig, build_factor
+
+    frame = build_factor(load_split(tiny_world / "val"), FactorConfig(operator_samples=10, compound_samples=5,
+                                                                      nested_samples=0))
+    operator = frame[frame["split"] == "operator"]
+    parses = parse_captions(list(operator["caption_0"]) + list(operator["caption_1"]))
+    pairs = list(zip(operator["caption_0"], operator["parse_0"])) + list(zip(operator["caption_1"], operator["parse_1"]))
+    assert len(pairs) >= 20
+    for caption, oracle in pairs:
+        assert parses[caption].parsed and canon(parses[caption].parse) == canon(json.loads(oracle)), caption
