@@ -45,10 +45,10 @@ def remove_directions(t: torch.Tensor, directions: torch.Tensor, lam: float = 1.
     return F.normalize(t - lam * (t @ q) @ q.T, dim=-1).float()
 
 
-def rejection_score(alpha: np.ndarray, neg: Sequence[int], pos: Sequence[int], tau_vocab: np.ndarray,
+def rejection_score(alpha: np.ndarray, neg: Sequence[int], pos: Sequence[int], tau_vocab: np.ndarray | None,
                     kappa: float = KAPPA) -> np.ndarray:
     """p_c-(i) of eq. 13-14 for every image: ``alpha`` [I, V] image x concept similarities,
-    ``neg`` / ``pos`` column indices of c- and C+, ``tau_vocab`` [I] the fallback reference."""
+    ``neg`` / ``pos`` column indices of c- and C+, ``tau_vocab`` [I] the reference when C+ is empty."""
     sig = lambda x: 1.0 / (1.0 + np.exp(-x))  # noqa: E731
     tau = alpha[:, list(pos)].mean(axis=1) if len(pos) else tau_vocab
     p = sum(sig(kappa * (alpha[:, c] - tau)) for c in neg)
@@ -208,12 +208,13 @@ class KtnScorer(_ParsedTextScorer):
         """p_c-(i) for every image of ``image_features`` (zeros when there is nothing to reject)."""
         if not (parse.parsed and parse.negated):
             return np.zeros(len(image_features))
-        names = list(dict.fromkeys(parse.negated + parse.affirmed + self.vocabulary))
+        affirmed = [n for n in parse.affirmed if n not in parse.negated]
+        names = list(dict.fromkeys(parse.negated + affirmed))
         alpha = self.bank.similarities(image_features, names).double().numpy()
         column = {n: k for k, n in enumerate(names)}
-        tau_vocab = alpha[:, [column[v] for v in self.vocabulary]].mean(axis=1)
-        return rejection_score(alpha, [column[n] for n in parse.negated],
-                               [column[n] for n in parse.affirmed if n not in parse.negated], tau_vocab, self.kappa)
+        tau_vocab = None if affirmed else self.bank.similarities(image_features, self.vocabulary).double().mean(1).numpy()
+        return rejection_score(alpha, [column[n] for n in parse.negated], [column[n] for n in affirmed], tau_vocab,
+                               self.kappa)
 
     def _score(self, image_features, captions, pool) -> torch.Tensor:
         scores = image_features.float() @ self.corrected(captions).T

@@ -120,3 +120,24 @@ def concept_similarity_bounds(bank: ConceptBank, split, image_scorer) -> pd.Data
         rows.append({"concept": c, "alpha present (mean)": sims[has, k].mean() if has.any() else np.nan,
                      "alpha absent (mean)": sims[~has, k].mean(), "alpha absent (min)": sims[~has, k].min()})
     return pd.DataFrame(rows)
+
+
+def pool_weight_sweep(scorer, bench, split, weights=(0.0, None, 0.02, 0.05, 0.1, 0.25, 0.5)) -> pd.DataFrame:
+    """KTN's COCO-Confusion mAP and FACTOR operator accuracy as the rejection weight w_n varies
+    (None: the paper's 1/N). The scorer's caches (t~, concept columns) are reused across weights."""
+    from .evaluate import evaluate_confusion, evaluate_pairwise
+
+    operator = bench.factor[bench.factor["split"] == "operator"]
+    original = (scorer.pool_weight, scorer.rejection)
+    rows = []
+    try:
+        for w in weights:
+            scorer.pool_weight, scorer.rejection = w, w != 0.0
+            row = {"w_n": "1/N" if w is None else w}
+            for name, frame in (("Conf-2C", bench.confusion_2c), ("Conf-3C", bench.confusion_3c)):
+                row[name] = 100 * evaluate_confusion(scorer, frame, split)["mAP"] if len(frame) else np.nan
+            row["FACTOR operator"] = 100 * evaluate_pairwise(scorer, operator, split)["accuracy"]
+            rows.append(row)
+    finally:
+        scorer.pool_weight, scorer.rejection = original
+    return pd.DataFrame(rows).round(1)
