@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from .concepts import ConceptBank
-from .parsing import CaptionParse, parse_captions
+from .parsing import CaptionParse, leaves, parse_captions
 
 KAPPA = 50.0
 EC_LAMBDA = 1.9
@@ -83,10 +83,9 @@ class _ParsedTextScorer:
         parse = self._oracle[caption]
         if isinstance(parse, CaptionParse):
             return parse
-        from .parsing import _leaves
-        leaves = _leaves(parse)
-        return CaptionParse(caption, parse, "", [c["name"] for c in leaves if c["negated"]],
-                            [c["name"] for c in leaves if not c["negated"]], caption)
+        concepts = leaves(parse)
+        return CaptionParse(caption, parse, "", [c["name"] for c in concepts if c["negated"]],
+                            [c["name"] for c in concepts if not c["negated"]], caption)
 
     def text(self, captions: Sequence[str]) -> torch.Tensor:
         todo = [c for c in dict.fromkeys(captions) if c not in self._text]
@@ -154,8 +153,8 @@ class EmbeddingCorrectionScorer(_ParsedTextScorer):
                 if parse.parsed and parse.negated:
                     directions = F.normalize(self.bank.vectors(parse.negated) - anchor, dim=-1)
                     t = remove_directions(t, directions, self.lam)
-                else:
-                    self.fallbacks.add(c) if not parse.parsed else None
+                elif not parse.parsed:
+                    self.fallbacks.add(c)
                 self._corrected[c] = t
             out.append(self._corrected[c])
         return torch.stack(out)

@@ -9,7 +9,6 @@ import pandas as pd
 
 from .factor import FactorConfig, build_factor
 from .metrics import roc_auc
-from .parsing import _leaves
 
 STRATA = (("High (>0.90)", 0.90, 1.01), ("Medium (0.75-0.90)", 0.75, 0.90), ("Low (<0.75)", -0.01, 0.75))
 OPERATOR_ORDER = ("NOT", "NEITHER", "BUT-NOT", "AND", "OR")
@@ -90,7 +89,3 @@ def oracle_parses(factor: pd.DataFrame) -> dict[str, dict]:
     for k in (0, 1):
         out.update({c: json.loads(p) for c, p in zip(factor[f"caption_{k}"], factor[f"parse_{k}"])})
     return out
-
-
-def concepts_in(parse: dict) -> list[str]:
-    return [c["name"] for c in _leaves(parse)]

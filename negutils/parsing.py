@@ -19,8 +19,9 @@ prefix cue ("no", "not", "without", "lacking", "neither") negates the concepts a
 predicate cue after a concept ("A is missing", "A is not present") negates it, and a negated
 negator ("A is not missing", "it is not true that there is no A", "... is not the case") cancels.
 Phrases that frame the picture ("this image features", "an image with", "in this image") carry
-no concept. A verb or "with" after a concept joins the next noun into one concept ("dog
-chasing", "man with beard"); "no" before a gerund is part of a name ("no smoking sign").
+no concept. A verb after a concept belongs to it ("dog chasing"); "with" and a noun join the
+concept before them ("man with beard") unless "or" or a comma follows, where "with" coordinates
+("A with B, or C"); "no" before a gerund is part of a name ("no smoking sign").
 
 A caption the grammar cannot read (no concept, a cue with nothing in its scope, "and" and "or"
 mixed with no grouping) is *unparsed* with a reason; it is never guessed, and the scorers fall
@@ -429,7 +430,7 @@ def parse_tokens(caption: str, tokens: list[Token]) -> CaptionParse:
     except Unparsed as err:
         return CaptionParse(caption, None, str(err))
     parse = _combine("AND", [p for p, _ in parsed])
-    concepts = [c for c in _leaves(parse)]
+    concepts = [c for c in leaves(parse)]
     # mark the items that ended negated so the stripped text can drop them
     final = {c["name"]: c["negated"] for c in concepts}
     for it in items:
@@ -444,9 +445,9 @@ def _unique(names: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _leaves(parse: dict) -> list[dict]:
+def leaves(parse: dict) -> list[dict]:
     if "children" in parse:
-        return [c for child in parse["children"] for c in _leaves(child)]
+        return [c for child in parse["children"] for c in leaves(child)]
     return list(parse["concepts"])
 
 
