@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result  # noqa: E402
 from tap_overhead import negbench_like_captions  # noqa: E402
 
 from negutils.backbone import load_backbone  # noqa: E402
-from negutils.cache import atomic_save  # noqa: E402
 from negutils.features import FIELDS, TextFeatures, extract_text_features  # noqa: E402
 
 
@@ -44,10 +44,7 @@ def main() -> None:
     captions = negbench_like_captions(args.captions)
     rows = [measure("negbook-organism", captions, 6, 4), measure("ViT-B-32", captions, 8, 6)]
     frame = pd.DataFrame(rows)
-    out = Path(__file__).parent / "results" / "feature_cache.csv"
-    atomic_save(out, lambda tmp: frame.to_csv(tmp, index=False))
-    print(frame.round(2).to_string(index=False))
-    print(f"written: {out}")
+    write_result(frame, "feature_cache", digits=2)
 
 
 if __name__ == "__main__":

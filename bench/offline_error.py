@@ -11,9 +11,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import pandas as pd
+
+from common import write_result
 
 CHILD = r"""
 import json, sys, time
@@ -42,10 +43,7 @@ def measure(offline_env: bool) -> dict:
 
 def main() -> None:
     frame = pd.DataFrame([measure(True), measure(False)])
-    out = Path(__file__).parent / "results" / "offline_error.csv"
-    out.parent.mkdir(exist_ok=True)
-    frame.to_csv(out, index=False)
-    print(frame.to_string(index=False))
+    write_result(frame, "offline_error")
 
 
 if __name__ == "__main__":

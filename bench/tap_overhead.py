@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
+from common import write_result
 from negutils.backbone import load_backbone
-from negutils.cache import atomic_save
 from negutils.glyphs import CATEGORY_NAMES
 from negutils.phrasing import with_article
 
@@ -61,10 +60,7 @@ def main() -> None:
                      "taps_ratio": round(tapped / plain, 3), "taps_plus_tokens_ratio": round(with_tokens / plain, 3)})
         print(rows[-1], flush=True)
     frame = pd.DataFrame(rows)
-    out = Path(__file__).parent / "results" / "tap_overhead.csv"
-    atomic_save(out, lambda p: frame.to_csv(p, index=False))
-    print(frame.to_string(index=False))
-    print(f"written to {out}")
+    write_result(frame, "tap_overhead")
 
 
 if __name__ == "__main__":

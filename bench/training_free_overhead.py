@@ -16,10 +16,10 @@ import pandas as pd
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result  # noqa: E402
 from tap_overhead import best_of, negbench_like_captions  # noqa: E402
 
 from negutils.backbone import load_backbone  # noqa: E402
-from negutils.cache import atomic_save  # noqa: E402
 from negutils.evaluate import ClipScorer  # noqa: E402
 from negutils.glyphs import CATEGORY_NAMES  # noqa: E402
 from negutils.ktn import EmbeddingCorrectionScorer, KtnScorer  # noqa: E402
@@ -47,10 +47,7 @@ def main() -> None:
         rows += [{"gallery": n, "queries": len(captions), "method": name, "seconds": t,
                   "x vanilla": t / seconds["vanilla"]} for name, t in seconds.items()]
     frame = pd.DataFrame(rows)
-    out = Path(__file__).parent / "results" / "training_free_overhead.csv"
-    atomic_save(out, lambda tmp: frame.to_csv(tmp, index=False))
-    print(frame.round(4).to_string(index=False))
-    print(f"written: {out}")
+    write_result(frame, "training_free_overhead", digits=4)
 
 
 if __name__ == "__main__":

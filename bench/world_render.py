@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from common import write_result
 from negutils.world import IN_DOMAIN_BACKGROUNDS, WorldConfig, generate_split, render_image, sample_objects, split_rng
 
 
@@ -34,10 +35,7 @@ def main() -> None:
                            "images_per_s": round(args.images / render, 1)},
                           {"stage": "split written (png + json + npy)", "images": args.images,
                            "seconds": round(full, 3), "images_per_s": round(args.images / full, 1)}])
-    out = Path(__file__).parent / "results" / "world_render.csv"
-    out.parent.mkdir(exist_ok=True)
-    frame.to_csv(out, index=False)
-    print(frame.to_string(index=False))
+    write_result(frame, "world_render")
 
 
 if __name__ == "__main__":

@@ -114,18 +114,32 @@ def evaluate_mcq(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> dict:
     return mcq_metrics(scores, mcq["correct_answer"].to_numpy(), mcq["correct_answer_template"].to_numpy(), types)
 
 
-def evaluate_pairwise(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit, group: str | None = None) -> dict:
-    """Pairwise accuracy overall and, with ``group``, per value of that column."""
+def _pairwise_scores(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit) -> np.ndarray:
+    """[S, 2] score of each sample's image with its two captions."""
     indices = _image_index(split, samples["image_id"].tolist(), "pairwise")
     captions = samples[["caption_0", "caption_1"]].values.tolist()
     _check_captions([c for row in captions for c in row], "pairwise")
-    scores = _row_scores(scorer, split, indices, captions, desc="pairwise")
+    return _row_scores(scorer, split, indices, captions, desc="pairwise")
+
+
+def evaluate_pairwise(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit, group: str | None = None) -> dict:
+    """Pairwise accuracy overall and, with ``group``, per value of that column."""
+    scores = _pairwise_scores(scorer, samples, split)
     correct = samples["correct"].to_numpy()
     out = {"accuracy": pairwise_accuracy(scores, correct), "samples": int(len(samples))}
     if group:
         for value, idx in samples.groupby(group).indices.items():
             out[f"accuracy[{value}]"] = pairwise_accuracy(scores[idx], correct[idx])
     return out
+
+
+def _retrieval_positives(queries: pd.DataFrame, split: CocoSplit, source_only: bool = False) -> list:
+    """Per query, the split indices of the images that count as hits."""
+    if source_only:
+        return [[i] for i in _image_index(split, queries["image_id"].tolist(), "retrieval")]
+    id_lists = [json.loads(p) for p in queries["positives"]]
+    flat = _image_index(split, [i for ids in id_lists for i in ids], "retrieval positives")
+    return np.split(flat, np.cumsum([len(ids) for ids in id_lists])[:-1])
 
 
 def evaluate_retrieval(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, ks=(1, 5, 10),
@@ -136,12 +150,7 @@ def evaluate_retrieval(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, 
     gallery = np.arange(len(split))
     feats = scorer.image_features(split, gallery)
     _check_captions(queries["query"].tolist(), "retrieval")
-    if source_only:
-        positives = [[i] for i in _image_index(split, queries["image_id"].tolist(), "retrieval")]
-    else:
-        id_lists = [json.loads(p) for p in queries["positives"]]
-        flat = _image_index(split, [i for ids in id_lists for i in ids], "retrieval positives")
-        positives = np.split(flat, np.cumsum([len(ids) for ids in id_lists])[:-1])
+    positives = _retrieval_positives(queries, split, source_only)
     recalls = []
     for start in tqdm(range(0, len(queries), chunk), desc="retrieval", disable=len(queries) <= 4 * chunk):
         sl = slice(start, start + chunk)
@@ -178,10 +187,7 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
 
 def pairwise_correct(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit) -> np.ndarray:
     """Per sample, whether ``scorer`` prefers the correct caption (for stratified analyses)."""
-    indices = _image_index(split, samples["image_id"].tolist(), "pairwise")
-    captions = samples[["caption_0", "caption_1"]].values.tolist()
-    _check_captions([c for row in captions for c in row], "pairwise")
-    scores = _row_scores(scorer, split, indices, captions, desc="pairwise")
+    scores = _pairwise_scores(scorer, samples, split)
     return scores.argmax(axis=1) == samples["correct"].to_numpy()
 
 
@@ -193,11 +199,13 @@ def evaluate_retention(scorer: Scorer, reference: Scorer, queries: pd.DataFrame,
 
     gallery = np.arange(len(split))
     feats, ref_feats = scorer.image_features(split, gallery), reference.image_features(split, gallery)
-    rhos = []
+    _check_captions(queries["query"].tolist(), "retention")
+    positives = _retrieval_positives(queries, split)
+    rhos, hits = [], []
     for start in tqdm(range(0, len(queries), chunk), desc="retention", disable=len(queries) <= 4 * chunk):
         batch = queries["query"].iloc[start:start + chunk].tolist()
         ours, ref = scorer.score(feats, batch).T.numpy(), reference.score(ref_feats, batch).T.numpy()
         rhos += [spearman_rho(a, b) for a, b in zip(ours, ref)]
-    recall = evaluate_retrieval(scorer, queries, split, ks=(5,))
-    return {"R@5": recall["R@5"], "rho": float(np.mean(rhos)), "min rho": float(np.min(rhos)),
-            "queries": int(len(queries))}
+        hits.append((len(batch), recall_at_k_sets(ours, positives[start:start + chunk], (5,))["R@5"]))
+    return {"R@5": sum(n * r for n, r in hits) / len(queries), "rho": float(np.mean(rhos)),
+            "min rho": float(np.min(rhos)), "queries": int(len(queries))}

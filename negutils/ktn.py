@@ -31,7 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from .concepts import ConceptBank
-from .parsing import CaptionParse, leaves, parse_captions
+from .logic import literals
+from .parsing import CaptionParse, parse_captions
 
 KAPPA = 50.0
 EC_LAMBDA = 1.9
@@ -68,6 +69,7 @@ class _ParsedTextScorer:
         self._parses: dict[str, CaptionParse] = {}
         self._oracle = dict(parses or {})
         self._text: dict[str, torch.Tensor] = {}
+        self._corrected: dict[str, torch.Tensor] = {}
         self.fallbacks: set[str] = set()
 
     def image_features(self, split, indices) -> torch.Tensor:
@@ -83,7 +85,7 @@ class _ParsedTextScorer:
         parse = self._oracle[caption]
         if isinstance(parse, CaptionParse):
             return parse
-        concepts = leaves(parse)
+        concepts = literals(parse)
         return CaptionParse(caption, parse, "", [c["name"] for c in concepts if c["negated"]],
                             [c["name"] for c in concepts if not c["negated"]], caption)
 
@@ -93,6 +95,24 @@ class _ParsedTextScorer:
             for c, f in zip(todo, F.normalize(self.encode(todo).float(), dim=-1)):
                 self._text[c] = f
         return torch.stack([self._text[c] for c in captions])
+
+    def corrected(self, captions: Sequence[str]) -> torch.Tensor:
+        """The text embedding each caption is scored with: ``_correct`` of f_T(caption) and its
+        parse, once per caption; captions the parser refuses keep f_T and are counted."""
+        for c, parse in zip(captions, self.parses(captions)):
+            if c not in self._corrected:
+                if not parse.parsed:
+                    self.fallbacks.add(c)
+                t = self.text([c])[0]
+                self._corrected[c] = self._correct(t, parse) if parse.parsed else t
+        return torch.stack([self._corrected[c] for c in captions])
+
+    def _correct(self, t: torch.Tensor, parse: CaptionParse) -> torch.Tensor:
+        return t
+
+    def _edit(self, image_features: torch.Tensor, parse: CaptionParse, pool: int) -> np.ndarray | None:
+        """What a method adds to the cosine of each image with a parsed caption (None: nothing)."""
+        return None
 
     def score(self, image_features: torch.Tensor, captions: Sequence[str]) -> torch.Tensor:
         return self._score(image_features, list(captions), pool=len(image_features))
@@ -105,17 +125,25 @@ class _ParsedTextScorer:
         return self._score_pairs(images, flat, pool=k).reshape(len(captions_per_row), k)
 
     def _score(self, image_features, captions, pool) -> torch.Tensor:
-        raise NotImplementedError
+        scores = image_features.float() @ self.corrected(captions).T
+        for j, parse in enumerate(self.parses(captions)):
+            edit = self._edit(image_features, parse, pool) if parse.parsed else None
+            if edit is not None:
+                scores[:, j] += torch.from_numpy(edit).float()
+        return scores
 
     def _score_pairs(self, images, captions, pool) -> torch.Tensor:
-        """Score image j against caption j. The default runs ``_score`` per distinct caption."""
-        out = torch.empty(len(captions))
+        """Score image j against caption j; an edit is computed once per distinct caption."""
+        out = (images.float() * self.corrected(captions)).sum(-1)
         by_caption: dict[str, list[int]] = {}
         for j, c in enumerate(captions):
             by_caption.setdefault(c, []).append(j)
         for c, rows in by_caption.items():
+            parse = self.parses([c])[0]
             rows_t = torch.tensor(rows)
-            out[rows_t] = self._score(images[rows_t], [c], pool)[:, 0]
+            edit = self._edit(images[rows_t], parse, pool) if parse.parsed else None
+            if edit is not None:
+                out[rows_t] += torch.from_numpy(edit).float()
         return out
 
 
@@ -125,11 +153,8 @@ class HolisticScorer(_ParsedTextScorer):
     def __init__(self, images, encode, name: str = "holistic"):
         super().__init__(images, encode, name)
 
-    def _score(self, image_features, captions, pool) -> torch.Tensor:
-        return image_features.float() @ self.text(captions).T
-
-    def _score_pairs(self, images, captions, pool) -> torch.Tensor:
-        return (images.float() * self.text(captions)).sum(-1)
+    def corrected(self, captions: Sequence[str]) -> torch.Tensor:
+        return self.text(captions)          # no parse, so nothing falls back
 
 
 class EmbeddingCorrectionScorer(_ParsedTextScorer):
@@ -142,28 +167,12 @@ class EmbeddingCorrectionScorer(_ParsedTextScorer):
         super().__init__(images, encode, name)
         self.lam, self.neutral = lam, neutral
         self.bank = bank or ConceptBank(encode)
-        self._corrected: dict[str, torch.Tensor] = {}
 
-    def corrected(self, captions: Sequence[str]) -> torch.Tensor:
-        out = []
+    def _correct(self, t: torch.Tensor, parse: CaptionParse) -> torch.Tensor:
+        if not parse.negated:
+            return t
         anchor = self.text([self.neutral])[0]
-        for c, parse in zip(captions, self.parses(captions)):
-            if c not in self._corrected:
-                t = self.text([c])[0]
-                if parse.parsed and parse.negated:
-                    directions = F.normalize(self.bank.vectors(parse.negated) - anchor, dim=-1)
-                    t = remove_directions(t, directions, self.lam)
-                elif not parse.parsed:
-                    self.fallbacks.add(c)
-                self._corrected[c] = t
-            out.append(self._corrected[c])
-        return torch.stack(out)
-
-    def _score(self, image_features, captions, pool) -> torch.Tensor:
-        return image_features.float() @ self.corrected(captions).T
-
-    def _score_pairs(self, images, captions, pool) -> torch.Tensor:
-        return (images.float() * self.corrected(captions)).sum(-1)
+        return remove_directions(t, F.normalize(self.bank.vectors(parse.negated) - anchor, dim=-1), self.lam)
 
 
 class KtnScorer(_ParsedTextScorer):
@@ -179,29 +188,20 @@ class KtnScorer(_ParsedTextScorer):
         self.vocabulary = list(vocabulary)
         self.kappa, self.rejection, self.multiview, self.pool_weight = kappa, rejection, multiview, pool_weight
         self.bank = bank or ConceptBank(encode)
-        self._corrected: dict[str, torch.Tensor] = {}
 
     def weight(self, pool: int) -> float:
         return self.pool_weight if self.pool_weight is not None else 1.0 / pool
 
-    def corrected(self, captions: Sequence[str]) -> torch.Tensor:
-        """t~ per caption (eq. 12; the query and its stripped text averaged); holistic f_T(q) for
-        captions without a parsed negation."""
-        out = []
-        for c, parse in zip(captions, self.parses(captions)):
-            if c not in self._corrected:
-                t = self.text([c])[0]
-                if parse.parsed and parse.negated:
-                    directions = self.bank.vectors(parse.negated)
-                    views = [remove_directions(t, directions)]
-                    if self.multiview and parse.affirmed and parse.stripped.strip() and parse.stripped != c:
-                        views.append(remove_directions(self.text([parse.stripped])[0], directions))
-                    t = F.normalize(torch.stack(views).mean(0), dim=-1)
-                elif not parse.parsed:
-                    self.fallbacks.add(c)
-                self._corrected[c] = t
-            out.append(self._corrected[c])
-        return torch.stack(out)
+    def _correct(self, t: torch.Tensor, parse: CaptionParse) -> torch.Tensor:
+        """t~ (eq. 12): c- projected out of the query and, when there is an affirmed part, out of
+        its negation-stripped text too, the two views averaged."""
+        if not parse.negated:
+            return t
+        directions = self.bank.vectors(parse.negated)
+        views = [remove_directions(t, directions)]
+        if self.multiview and parse.affirmed and parse.stripped.strip() and parse.stripped != parse.caption:
+            views.append(remove_directions(self.text([parse.stripped])[0], directions))
+        return F.normalize(torch.stack(views).mean(0), dim=-1)
 
     def penalty(self, image_features: torch.Tensor, parse: CaptionParse) -> np.ndarray:
         """p_c-(i) for every image of ``image_features`` (zeros when there is nothing to reject)."""
@@ -215,11 +215,5 @@ class KtnScorer(_ParsedTextScorer):
         return rejection_score(alpha, [column[n] for n in parse.negated], [column[n] for n in affirmed], tau_vocab,
                                self.kappa)
 
-    def _score(self, image_features, captions, pool) -> torch.Tensor:
-        scores = image_features.float() @ self.corrected(captions).T
-        if self.rejection:
-            w = self.weight(pool)
-            for j, parse in enumerate(self.parses(captions)):
-                if parse.parsed and parse.negated:
-                    scores[:, j] -= torch.from_numpy(w * self.penalty(image_features, parse)).float()
-        return scores
+    def _edit(self, image_features, parse, pool):
+        return -self.weight(pool) * self.penalty(image_features, parse) if self.rejection and parse.negated else None

@@ -19,11 +19,10 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
 from .concepts import ConceptBank
 from .ktn import _ParsedTextScorer
-from .parsing import leaves
+from .logic import literals
 
 LCSE_TEMPLATES = ("{a_c}", "a photo of {a_c}")
 GAMMA = {"AND": -1.0, "OR": 10.0, "SINGLE": 1.0, "NONE": 1.0}
@@ -68,7 +67,7 @@ def logic_probability(parse: dict, prob: dict[str, np.ndarray]) -> np.ndarray:
 def lcse_correction(parse: dict, sims: dict[str, np.ndarray], mu: float, beta: float) -> np.ndarray:
     """(1/beta)(logit p_logic - logit p_soft) for the concept similarities ``sims``."""
     prob = {name: sigmoid(beta * (np.asarray(s, dtype=np.float64) - mu)) for name, s in sims.items()}
-    p_soft = np.mean([prob[c["name"]] for c in leaves(parse)], axis=0)
+    p_soft = np.mean([prob[c["name"]] for c in literals(parse)], axis=0)
     return (logit(logic_probability(parse, prob)) - logit(p_soft)) / beta
 
 
@@ -93,21 +92,11 @@ class LcseScorer(_ParsedTextScorer):
         self.calibration = calibration
         self.bank = bank or ConceptBank(encode, LCSE_TEMPLATES)
 
-    def correction(self, image_features: torch.Tensor, caption: str) -> np.ndarray:
-        parse = self.parses([caption])[0]
-        if not parse.parsed:
-            self.fallbacks.add(caption)
-            return np.zeros(len(image_features))
-        names = list(dict.fromkeys(c["name"] for c in leaves(parse.parse)))
+    def _edit(self, image_features, parse, pool) -> np.ndarray:
+        names = list(dict.fromkeys(c["name"] for c in literals(parse.parse)))
         sims = self.bank.similarities(image_features, names).double().numpy()
         return lcse_correction(parse.parse, {n: sims[:, k] for k, n in enumerate(names)},
                                self.calibration.mu, self.calibration.beta)
-
-    def _score(self, image_features, captions, pool) -> torch.Tensor:
-        scores = image_features.float() @ self.text(captions).T
-        for j, c in enumerate(captions):
-            scores[:, j] += torch.from_numpy(self.correction(image_features, c)).float()
-        return scores
 
 
 # ----------------------------------------------------------------------------- calibration
@@ -122,7 +111,7 @@ def pairwise_evidence(scorer: LcseScorer, samples: pd.DataFrame, split) -> dict:
     captions = samples[["caption_0", "caption_1"]].values.tolist()
     hol = np.stack([(feats * scorer.text([row[k] for row in captions])).sum(-1).numpy() for k in (0, 1)], axis=1)
     parses = [[scorer.parses([row[k]])[0] for k in (0, 1)] for row in captions]
-    names = sorted({c["name"] for pair in parses for p in pair if p.parsed for c in leaves(p.parse)})
+    names = sorted({c["name"] for pair in parses for p in pair if p.parsed for c in literals(p.parse)})
     sims = scorer.bank.similarities(feats, names).double().numpy()
     column = {n: k for k, n in enumerate(names)}
     return {"holistic": hol, "parses": parses, "sims": sims, "column": column,
@@ -135,7 +124,7 @@ def pairwise_accuracy_at(evidence: dict, mu: float, beta: float) -> pd.Series:
     for q, pair in enumerate(evidence["parses"]):
         for k, parse in enumerate(pair):
             if parse.parsed:
-                sims = {c["name"]: evidence["sims"][q, evidence["column"][c["name"]]] for c in leaves(parse.parse)}
+                sims = {c["name"]: evidence["sims"][q, evidence["column"][c["name"]]] for c in literals(parse.parse)}
                 scores[q, k] += float(lcse_correction(parse.parse, sims, mu, beta))
     right = pd.Series(scores.argmax(axis=1) == evidence["correct"])
     per_test = right.groupby(evidence["test"]).mean()

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .factor import FactorConfig, build_factor
+from .logic import canonical
 from .metrics import roc_auc
 
 STRATA = (("High (>0.90)", 0.90, 1.01), ("Medium (0.75-0.90)", 0.75, 0.90), ("Low (<0.75)", -0.01, 0.75))
@@ -69,15 +70,10 @@ def operator_table(results: pd.DataFrame) -> pd.DataFrame:
 def parser_agreement(factor: pd.DataFrame, parses: dict) -> pd.DataFrame:
     """Per FACTOR split, the share of captions whose parse equals the oracle parse (operator,
     concepts and polarity; order-free), and the share left unparsed."""
-    def canon(p):
-        if "children" in p:
-            return (p["operator"], frozenset(canon(c) for c in p["children"]))
-        return (p["operator"], frozenset((c["name"], c["negated"]) for c in p["concepts"]))
-
     rows = []
     for split_name, group in factor.groupby("split", sort=False):
         pairs = list(zip(group["caption_0"], group["parse_0"])) + list(zip(group["caption_1"], group["parse_1"]))
-        match = [parses[c].parsed and canon(parses[c].parse) == canon(json.loads(o)) for c, o in pairs]
+        match = [parses[c].parsed and canonical(parses[c].parse) == canonical(json.loads(o)) for c, o in pairs]
         rows.append({"FACTOR split": split_name, "captions": len(pairs), "match oracle": float(np.mean(match)),
                      "unparsed": float(np.mean([not parses[c].parsed for c, _ in pairs]))})
     return pd.DataFrame(rows)

@@ -10,7 +10,7 @@ concepts, each with an ``negated`` flag; a nested parse has ``children`` instead
 """
 from __future__ import annotations
 
-OPERATORS = ("SINGLE", "AND", "OR")
+OPERATORS = ("SINGLE", "AND", "OR")          # a parser may also return NONE: concepts with no connective
 
 
 def literal(name: str, negated: bool = False) -> dict:
@@ -42,7 +42,15 @@ def holds(parse: dict, present) -> bool:
     return all(values)  # SINGLE and AND
 
 
-def concepts_of(parse: dict) -> list[str]:
+def literals(parse: dict) -> list[dict]:
+    """Every concept of a (possibly nested) parse, left to right, with its ``negated`` flag."""
     if "children" in parse:
-        return [c for child in parse["children"] for c in concepts_of(child)]
-    return [c["name"] for c in parse["concepts"]]
+        return [c for child in parse["children"] for c in literals(child)]
+    return list(parse["concepts"])
+
+
+def canonical(parse: dict):
+    """A hashable form in which two parses are equal when they mean the same up to concept order."""
+    if "children" in parse:
+        return (parse["operator"], frozenset(canonical(c) for c in parse["children"]))
+    return (parse["operator"], frozenset((c["name"], c["negated"]) for c in parse["concepts"]))

@@ -39,6 +39,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from .logic import literals
+
 # KTN App. B.3, plus "lacking" and "nor" which FACTOR-Bench's templates use.
 NEG_CUES = ("no", "not", "without", "nothing", "nowhere", "none", "never", "absent", "missing", "free of")
 PREFIX_CUES = {"no", "not", "n't", "without", "lacking", "never", "none", "nothing", "neither"}
@@ -430,7 +432,7 @@ def parse_tokens(caption: str, tokens: list[Token]) -> CaptionParse:
     except Unparsed as err:
         return CaptionParse(caption, None, str(err))
     parse = _combine("AND", [p for p, _ in parsed])
-    concepts = [c for c in leaves(parse)]
+    concepts = [c for c in literals(parse)]
     # mark the items that ended negated so the stripped text can drop them
     final = {c["name"]: c["negated"] for c in concepts}
     for it in items:
@@ -443,12 +445,6 @@ def parse_tokens(caption: str, tokens: list[Token]) -> CaptionParse:
 
 def _unique(names: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(names))
-
-
-def leaves(parse: dict) -> list[dict]:
-    if "children" in parse:
-        return [c for child in parse["children"] for c in leaves(child)]
-    return list(parse["concepts"])
 
 
 def parse_captions(captions: Sequence[str], nlp="default") -> dict[str, CaptionParse]:

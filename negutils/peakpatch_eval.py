@@ -219,13 +219,12 @@ def joint_peakpatch_scorer(session, layers, progress: bool = True) -> PeakPatchS
     from .negtrain import prepare_training_data
     from .peakpatch_train import PeakPatchConfig, ensure_peakpatch
 
-    prof, settings = session.profile, session.profile.peakpatch
+    prof = session.profile
     root = prof.artifacts_dir() / "features"
     data = prepare_training_data(session.backbone, session.splits["negtrain"], session.data_key, root,
                                  progress=progress)
     features = TextFeatures(extract_text_features(session.backbone, data.captions, layers.l_p, layers.l_a, root,
                                                   session.data_key, progress=progress))
-    config = PeakPatchConfig(epochs=settings.epochs, batch_size=settings.batch_size, lr_ecn=settings.lr_ecn,
-                             lr_scn=settings.lr_scn)
+    config = PeakPatchConfig.from_settings(prof.peakpatch)
     model = ensure_peakpatch(features, data, config, prof.artifacts_dir() / "peakpatch", progress)
     return PeakPatchScorer(session.backbone, model, layers.l_p, layers.l_a, name="PeakPatch (joint)")

@@ -44,6 +44,13 @@ class PeakPatchConfig:
     dropout: float = 0.1
     seed: int = 0
 
+    @classmethod
+    def from_settings(cls, settings) -> "PeakPatchConfig":
+        """The budget of a profile's ``PeakPatchSettings`` (chapter 03's runs, and the joint model
+        chapters 04 and 05 stack on)."""
+        return cls(epochs=settings.epochs, batch_size=settings.batch_size, lr_ecn=settings.lr_ecn,
+                   lr_scn=settings.lr_scn)
+
 
 def feature_batch(features: TextFeatures, indices) -> dict:
     """float32 tensors of the cached features of the given captions, tokens padded and masked."""

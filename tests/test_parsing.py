@@ -4,17 +4,12 @@ import json
 
 import pytest
 
+from negutils.logic import canonical
 from negutils.parsing import fallback_rate, parse_captions, parse_ktn, parse_lcse
 
 
 def flat(op, *lits):
     return {"operator": op, "concepts": [{"name": n.rstrip("-"), "negated": n.endswith("-")} for n in lits]}
-
-
-def canon(parse):
-    if "children" in parse:
-        return (parse["operator"], frozenset(canon(c) for c in parse["children"]))
-    return (parse["operator"], frozenset((c["name"], c["negated"]) for c in parse["concepts"]))
 
 
 # LCSE Table 7, verbatim captions; "-" marks a negated concept
@@ -65,7 +60,7 @@ BENCHMARK_TEMPLATES = [
 def test_parses_match_the_seed_examples_and_templates(caption, expected):
     parsed = parse_lcse(caption)
     assert parsed.parsed, parsed.reason
-    assert canon(parsed.parse) == canon(expected)
+    assert canonical(parsed.parse) == canonical(expected)
 
 
 def test_ktn_view_of_the_app_b3_example():
@@ -91,7 +86,7 @@ def test_rule_based_fallback_agrees_on_the_templates():
     captions = [c for c, _ in BENCHMARK_TEMPLATES if "traffic" not in c]
     spacy_parses = parse_captions(captions)
     rule_parses = parse_captions(captions, nlp=None)
-    agree = [canon(spacy_parses[c].parse) == canon(rule_parses[c].parse) for c in captions if rule_parses[c].parsed]
+    agree = [canonical(spacy_parses[c].parse) == canonical(rule_parses[c].parse) for c in captions if rule_parses[c].parsed]
     assert sum(agree) >= len(captions) - 2
 
 
@@ -106,4 +101,4 @@ def test_factor_oracle_parses_are_recovered(tiny_world):
     pairs = list(zip(operator["caption_0"], operator["parse_0"])) + list(zip(operator["caption_1"], operator["parse_1"]))
     assert len(pairs) >= 20
     for caption, oracle in pairs:
-        assert parses[caption].parsed and canon(parses[caption].parse) == canon(json.loads(oracle)), caption
+        assert parses[caption].parsed and canonical(parses[caption].parse) == canonical(json.loads(oracle)), caption
