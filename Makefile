@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(PY) bench/world_render.py
 	$(PY) bench/feature_cache.py
 	$(PY) bench/training_free_overhead.py
+	$(PY) bench/peakpatch_training.py
 
 clean:
 	rm -rf artifacts book/_build

@@ -4,7 +4,7 @@ embeddings already cached (LCSE App. K's "pre-cached concept embeddings" conditi
 ratio is the price of the extra dimension / the score edit, not of extra encoder passes.
 Random unit image features stand in for a gallery (timing does not depend on their content).
 
-    .venv/bin/python bench/training_free_overhead.py [--queries 64] [--galleries 1000 10000 50000]
+    .venv/bin/python bench/training_free_overhead.py [--queries 64] [--galleries 10000 100000 500000]
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from negutils.lcse import Calibration, LcseScorer  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=64)
-    parser.add_argument("--galleries", type=int, nargs="+", default=[1000, 10000, 50000])
+    parser.add_argument("--galleries", type=int, nargs="+", default=[10000, 100000, 500000])
     args = parser.parse_args()
     torch.manual_seed(0)
     backbone = load_backbone("negbook-organism")

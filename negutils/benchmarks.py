@@ -80,22 +80,29 @@ def ensure_benchmarks(split: CocoSplit, config: BenchmarkConfig, out_dir: str | 
 
 
 def evaluate_benchmarks(scorer, bench: Benchmarks, split: CocoSplit, dataset: str, model: str,
-                        pretrained: str) -> list[dict]:
-    """Every benchmark of ``bench`` scored by ``scorer``: CLIP_benchmark-shaped result rows."""
+                        pretrained: str, items: dict | None = None) -> list[dict]:
+    """Every benchmark of ``bench`` scored by ``scorer``: CLIP_benchmark-shaped result rows. With
+    ``items`` (a dict) the per-item outcomes land there, keyed (method, dataset, task, metric)."""
     from .evaluate import (evaluate_confusion, evaluate_mcq, evaluate_pairwise, evaluate_retrieval,
                            result_row)
 
-    def row(task, metrics):
-        return result_row(dataset, model, pretrained, task, {"method": scorer.name, **metrics})
+    rows = []
 
-    rows = [row("mcq", evaluate_mcq(scorer, bench.mcq, split)),
-            row("retrieval", evaluate_retrieval(scorer, bench.retrieval_affirmative, split)),
-            row("retrieval_negated", evaluate_retrieval(scorer, bench.retrieval_negated, split, source_only=True)),
-            row("retrieval_negated_any", evaluate_retrieval(scorer, bench.retrieval_negated, split))]
+    def run(task, evaluate, *args, **kwargs):
+        outcomes = {}
+        rows.append(result_row(dataset, model, pretrained, task,
+                               {"method": scorer.name, **evaluate(*args, **kwargs, items=outcomes)}))
+        if items is not None:
+            items.update({(scorer.name, dataset, task, metric): v for metric, v in outcomes.items()})
+
+    run("mcq", evaluate_mcq, scorer, bench.mcq, split)
+    run("retrieval", evaluate_retrieval, scorer, bench.retrieval_affirmative, split)
+    run("retrieval_negated", evaluate_retrieval, scorer, bench.retrieval_negated, split, source_only=True)
+    run("retrieval_negated_any", evaluate_retrieval, scorer, bench.retrieval_negated, split)
     for name, frame in (("confusion_2c", bench.confusion_2c), ("confusion_3c", bench.confusion_3c)):
         if len(frame):
-            rows.append(row(name, evaluate_confusion(scorer, frame, split)))
+            run(name, evaluate_confusion, scorer, frame, split)
     for name, frame in bench.factor.groupby("split", sort=False):
-        rows.append(row(f"factor_{name}", evaluate_pairwise(scorer, frame, split, group="test")))
-    rows.append(row("valse_existence", evaluate_pairwise(scorer, bench.existence, split, group="negated_is_correct")))
+        run(f"factor_{name}", evaluate_pairwise, scorer, frame, split, group="test")
+    run("valse_existence", evaluate_pairwise, scorer, bench.existence, split, group="negated_is_correct")
     return rows

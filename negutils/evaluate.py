@@ -24,7 +24,8 @@ from tqdm.auto import tqdm
 
 from .backbone import Backbone
 from .coco import CocoSplit
-from .metrics import mcq_metrics, mean_average_precision, pairwise_accuracy, recall_at_k_sets
+from .metrics import (average_precision, best_ranks_of_sets, mcq_metrics, mean_average_precision, pairwise_accuracy,
+                      pairwise_hits)
 
 
 class Scorer(Protocol):
@@ -108,8 +109,12 @@ def mcq_option_scores(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> np
     return _row_scores(scorer, split, indices, captions, desc="MCQ")
 
 
-def evaluate_mcq(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> dict:
+def evaluate_mcq(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit, items: dict | None = None) -> dict:
+    """NegBench MCQ metrics; ``items`` (a dict), when given, receives the per-question 0/1 outcome
+    under ``accuracy`` (what chapter 06 bootstraps)."""
     scores = mcq_option_scores(scorer, mcq, split)
+    if items is not None:
+        items["accuracy"] = (scores.argmax(axis=1) == mcq["correct_answer"].to_numpy()).astype(float)
     types = mcq[[f"caption_{k}_type" for k in range(4)]].values if "caption_0_type" in mcq else None
     return mcq_metrics(scores, mcq["correct_answer"].to_numpy(), mcq["correct_answer_template"].to_numpy(), types)
 
@@ -122,10 +127,14 @@ def _pairwise_scores(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit) ->
     return _row_scores(scorer, split, indices, captions, desc="pairwise")
 
 
-def evaluate_pairwise(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit, group: str | None = None) -> dict:
-    """Pairwise accuracy overall and, with ``group``, per value of that column."""
+def evaluate_pairwise(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit, group: str | None = None,
+                      items: dict | None = None) -> dict:
+    """Pairwise accuracy overall and, with ``group``, per value of that column; ``items`` receives
+    the per-sample outcomes."""
     scores = _pairwise_scores(scorer, samples, split)
     correct = samples["correct"].to_numpy()
+    if items is not None:
+        items["accuracy"] = pairwise_hits(scores, correct).astype(float)
     out = {"accuracy": pairwise_accuracy(scores, correct), "samples": int(len(samples))}
     if group:
         for value, idx in samples.groupby(group).indices.items():
@@ -143,34 +152,40 @@ def _retrieval_positives(queries: pd.DataFrame, split: CocoSplit, source_only: b
 
 
 def evaluate_retrieval(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, ks=(1, 5, 10),
-                       chunk: int = 256, source_only: bool = False) -> dict:
+                       chunk: int = 256, source_only: bool = False, items: dict | None = None) -> dict:
     """Text-to-image recall over the whole split; a query hits when any of its ``positives``
     (JSON image ids) is in the top k. ``source_only`` counts only the query's own image, NegBench's
-    protocol for captions whose other satisfying images are unknown."""
+    protocol for captions whose other satisfying images are unknown. ``items`` receives the
+    per-query hits under ``R@k``."""
     gallery = np.arange(len(split))
     feats = scorer.image_features(split, gallery)
     _check_captions(queries["query"].tolist(), "retrieval")
     positives = _retrieval_positives(queries, split, source_only)
-    recalls = []
+    best_ranks = []
     for start in tqdm(range(0, len(queries), chunk), desc="retrieval", disable=len(queries) <= 4 * chunk):
         sl = slice(start, start + chunk)
         s = scorer.score(feats, queries["query"].iloc[sl].tolist()).T.numpy()
-        recalls.append((len(s), recall_at_k_sets(s, positives[sl], ks)))
-    n = sum(w for w, _ in recalls)
-    out = {key: sum(w * r[key] for w, r in recalls) / n for key in recalls[0][1]}
+        best_ranks.append(best_ranks_of_sets(s, positives[sl]))
+    best_rank = np.concatenate(best_ranks)
+    out = {f"R@{k}": float((best_rank < k).mean()) for k in ks}
+    if items is not None:
+        items.update({f"R@{k}": (best_rank < k).astype(float) for k in ks})
     out.update(queries=int(len(queries)), gallery=int(len(split)),
                mean_positives=float(np.mean([len(p) for p in positives])))
     return out
 
 
-def evaluate_confusion(scorer: Scorer, galleries: pd.DataFrame, split: CocoSplit) -> dict:
-    """Macro mAP over galleries: correct images are the positives, confusing ones the negatives."""
+def evaluate_confusion(scorer: Scorer, galleries: pd.DataFrame, split: CocoSplit, items: dict | None = None) -> dict:
+    """Macro mAP over galleries: correct images are the positives, confusing ones the negatives;
+    ``items`` receives each gallery's AP under ``mAP``."""
     groups = []
     for g in galleries.itertuples():
         correct, confusing = json.loads(g.correct_ids), json.loads(g.confusing_ids)
         idx = _image_index(split, correct + confusing, f"gallery {g.query!r}")
         s = scorer.score(scorer.image_features(split, idx), [g.query]).numpy()[:, 0]
         groups.append((np.r_[np.ones(len(correct)), np.zeros(len(confusing))], s))
+    if items is not None:
+        items["mAP"] = np.array([average_precision(y, s) for y, s in groups])
     return {"mAP": mean_average_precision(groups), "galleries": int(len(galleries)),
             "chance mAP": float(np.mean([y.mean() for y, _ in groups]))}
 
@@ -192,7 +207,7 @@ def pairwise_correct(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit) ->
 
 
 def evaluate_retention(scorer: Scorer, reference: Scorer, queries: pd.DataFrame, split: CocoSplit,
-                       chunk: int = 256) -> dict:
+                       chunk: int = 256, items: dict | None = None) -> dict:
     """LCSE's retention on affirmative retrieval: the scorer's R@5 (any satisfying image counts)
     and the mean over queries of Spearman's rho between its gallery scores and ``reference``'s."""
     from .metrics import spearman_rho
@@ -206,6 +221,9 @@ def evaluate_retention(scorer: Scorer, reference: Scorer, queries: pd.DataFrame,
         batch = queries["query"].iloc[start:start + chunk].tolist()
         ours, ref = scorer.score(feats, batch).T.numpy(), reference.score(ref_feats, batch).T.numpy()
         rhos += [spearman_rho(a, b) for a, b in zip(ours, ref)]
-        hits.append((len(batch), recall_at_k_sets(ours, positives[start:start + chunk], (5,))["R@5"]))
-    return {"R@5": sum(n * r for n, r in hits) / len(queries), "rho": float(np.mean(rhos)),
+        hits.append(best_ranks_of_sets(ours, positives[start:start + chunk]) < 5)
+    hits = np.concatenate(hits).astype(float)
+    if items is not None:
+        items.update({"R@5": hits, "rho": np.asarray(rhos)})
+    return {"R@5": float(hits.mean()), "rho": float(np.mean(rhos)),
             "min rho": float(np.min(rhos)), "queries": int(len(queries))}

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from .concepts import ConceptBank
-from .ktn import _ParsedTextScorer
 from .logic import literals
+from .parsed_scorer import ParsedTextScorer
 
 LCSE_TEMPLATES = ("{a_c}", "a photo of {a_c}")
 GAMMA = {"AND": -1.0, "OR": 10.0, "SINGLE": 1.0, "NONE": 1.0}
@@ -82,7 +82,7 @@ def closed_form_and(s_a: np.ndarray, s_b: np.ndarray, mu: float, beta: float) ->
     return (logit(2 * pa * pb / (pa + pb)) - logit((pa + pb) / 2)) / beta
 
 
-class LcseScorer(_ParsedTextScorer):
+class LcseScorer(ParsedTextScorer):
     """s_LCSE for any caption; ``parses`` maps captions to oracle parses (FACTOR-Bench's), which
     then take precedence over the parser."""
 

@@ -62,9 +62,9 @@ def mean_average_precision(groups) -> float:
     return float(np.mean(aps))
 
 
-def recall_at_k_sets(scores, positives: list, ks=(1, 5, 10)) -> dict[str, float]:
-    """Fraction of queries with at least one of ``positives[q]`` (gallery column indices) in the
-    top k of row q. Ties are broken against the positives (a pessimistic count)."""
+def best_ranks_of_sets(scores, positives: list) -> np.ndarray:
+    """Per query, the 0-based rank of its best-scoring positive (``positives[q]``: gallery column
+    indices). Ties are broken against the positives (a pessimistic count)."""
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2 or len(positives) != s.shape[0]:
         raise ValueError(f"scores must be [Q, G] with one positive set per query; got {s.shape} and {len(positives)}")
@@ -77,17 +77,28 @@ def recall_at_k_sets(scores, positives: list, ks=(1, 5, 10)) -> dict[str, float]
         is_positive[pos] = True
         # negatives at or above the best positive are ranked ahead of it
         best_rank[q] = ((s[q] >= s[q, pos].max()) & ~is_positive).sum()
+    return best_rank
+
+
+def recall_at_k_sets(scores, positives: list, ks=(1, 5, 10)) -> dict[str, float]:
+    """Fraction of queries with at least one of ``positives[q]`` in the top k of row q."""
+    best_rank = best_ranks_of_sets(scores, positives)
     return {f"R@{k}": float((best_rank < k).mean()) for k in ks}
 
 
-def pairwise_accuracy(score_pairs, correct) -> float:
-    """Share of samples whose correct caption scores strictly higher than the other (ties lose)."""
+def pairwise_hits(score_pairs, correct) -> np.ndarray:
+    """Per sample, whether its correct caption scores strictly higher than the other (ties lose)."""
     s = np.asarray(score_pairs, dtype=np.float64)
     c = np.asarray(correct, dtype=int)
     if s.ndim != 2 or s.shape[1] != 2 or c.shape != (s.shape[0],):
         raise ValueError(f"score_pairs must be [N, 2] and correct [N]; got {s.shape} and {c.shape}")
     rows = np.arange(len(c))
-    return float((s[rows, c] > s[rows, 1 - c]).mean())
+    return s[rows, c] > s[rows, 1 - c]
+
+
+def pairwise_accuracy(score_pairs, correct) -> float:
+    """Share of samples whose correct caption scores strictly higher than the other (ties lose)."""
+    return float(pairwise_hits(score_pairs, correct).mean())
 
 
 def spearman_rho(a, b) -> float:

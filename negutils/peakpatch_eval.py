@@ -106,23 +106,33 @@ def attention_by_token_type(scorer: PeakPatchScorer, captions: Sequence[str]) ->
 
 
 def evaluate_methods(scorers: dict, bench: dict, splits: dict, dataset: str, model: str, pretrained: str,
-                     ood_tasks: tuple[str, ...] = ("mcq",), retention_reference=None) -> pd.DataFrame:
+                     ood_tasks: tuple[str, ...] = ("mcq",), retention_reference=None,
+                     items: dict | None = None) -> pd.DataFrame:
     """Every scorer on the full ``val`` suite and, on ``ood``, the tasks in ``ood_tasks`` (the
     papers report VOC for MCQ only): one results frame, ``method`` naming the scorer. With
-    ``retention_reference`` (the vanilla scorer) a ``retention`` row adds LCSE's Spearman rho."""
+    ``retention_reference`` (the vanilla scorer) a ``retention`` row adds LCSE's Spearman rho.
+    ``items`` (a dict) receives the per-item outcomes, keyed (method, dataset, task, metric)."""
     from .benchmarks import evaluate_benchmarks
     from .evaluate import evaluate_mcq, evaluate_retention, result_row, results_frame
 
     rows = []
+
+    def add(name, split_name, task, metrics, outcomes):
+        rows.append(result_row(f"{dataset}/{split_name}", model, pretrained, task, {"method": name, **metrics}))
+        if items is not None:
+            items.update({(name, f"{dataset}/{split_name}", task, m): v for m, v in outcomes.items()})
+
     for name, scorer in scorers.items():
         scorer.name = name
-        rows += evaluate_benchmarks(scorer, bench["val"], splits["val"], f"{dataset}/val", model, pretrained)
+        rows += evaluate_benchmarks(scorer, bench["val"], splits["val"], f"{dataset}/val", model, pretrained,
+                                    items=items)
         if retention_reference is not None:
-            rows.append(result_row(f"{dataset}/val", model, pretrained, "retention", {"method": name, **evaluate_retention(
-                scorer, retention_reference, bench["val"].retrieval_affirmative, splits["val"])}))
+            outcomes = {}
+            add(name, "val", "retention", evaluate_retention(scorer, retention_reference, bench["val"].retrieval_affirmative,
+                                                             splits["val"], items=outcomes), outcomes)
         if "ood" in bench and "mcq" in ood_tasks:
-            rows.append(result_row(f"{dataset}/ood", model, pretrained, "mcq",
-                                   {"method": name, **evaluate_mcq(scorer, bench["ood"].mcq, splits["ood"])}))
+            outcomes = {}
+            add(name, "ood", "mcq", evaluate_mcq(scorer, bench["ood"].mcq, splits["ood"], items=outcomes), outcomes)
     return results_frame(rows)
 
 

@@ -117,6 +117,15 @@ def _parse_parameter(text: str) -> tuple[str, object]:
     return name.strip(), value
 
 
+def _record_times(times_csv: Path, times: list[dict], keep_others: bool) -> None:
+    """This run's notebook times; an ``--only`` run keeps the other chapters' earlier times."""
+    frame = pd.DataFrame(times)
+    if keep_others and times_csv.exists():
+        earlier = pd.read_csv(times_csv)
+        frame = pd.concat([earlier[~earlier["notebook"].isin(frame["notebook"])], frame]).sort_values("notebook")
+    atomic_save(times_csv, lambda p: frame.to_csv(p, index=False))
+
+
 def run(profile: str, only: list[str] | None = None, parameters: dict | None = None,
         book_out: Path | None = None, build: bool = True) -> dict:
     prof = get_profile(profile)
@@ -124,18 +133,15 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
     stage = stage_book(artifacts / "book_src", keep_chapters=bool(only))
     params = {"profile": profile, **(parameters or {})}
     times = []
+    times_csv = artifacts / "results" / "notebook_times.csv"
     for source in notebook_sources(only):
         output = stage / CHAPTER_DIR / f"{source.stem}.ipynb"
         print(f"[negbook] executing {source.name} (profile {profile})", flush=True)
         seconds = execute_notebook(source, output, params)
         times.append({"profile": profile, "notebook": source.stem, "seconds": round(seconds, 2)})
         print(f"[negbook]   done in {seconds:.1f} s", flush=True)
-    times_csv = artifacts / "results" / "notebook_times.csv"
-    frame = pd.DataFrame(times)
-    if only and times_csv.exists():         # keep the other chapters' times
-        earlier = pd.read_csv(times_csv)
-        frame = pd.concat([earlier[~earlier["notebook"].isin(frame["notebook"])], frame]).sort_values("notebook")
-    atomic_save(times_csv, lambda p: frame.to_csv(p, index=False))
+        # after every notebook, so a later chapter (the performance appendix) sees this run's times
+        _record_times(times_csv, times, keep_others=bool(only))
     out = {"stage": stage, "times": times}
     if build:
         book_out = Path(book_out) if book_out else (BOOK_DIR if profile == "cpu" else artifacts / "book")

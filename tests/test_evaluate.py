@@ -9,8 +9,8 @@ import torch
 from negutils.backbone import load_backbone
 from negutils.coco import load_split
 from negutils.confusion import ConfusionConfig, build_confusion
-from negutils.evaluate import (ClipScorer, evaluate_confusion, evaluate_mcq, evaluate_pairwise, evaluate_retrieval,
-                               result_row, results_frame)
+from negutils.evaluate import (ClipScorer, evaluate_confusion, evaluate_mcq, evaluate_pairwise, evaluate_retention,
+                               evaluate_retrieval, result_row, results_frame)
 from negutils.factor import FactorConfig, build_factor
 from negutils.logic import holds
 from negutils.negbench import MCQConfig, build_mcq, build_retrieval, claims_hold
@@ -137,3 +137,27 @@ def test_method_table_scales_percent_but_not_correlations():
                                    ("mcq", "val", "accuracy"): "MCQ"})
     assert table.loc["a", "R@5"] == 50.0 and table.loc["b", "R@5"] == 25.0
     assert table.loc["a", "rho"] == 0.999 and table["MCQ"].isna().all()
+
+
+def test_per_item_outcomes_average_to_the_headline_metric(split):
+    # chapter 06 bootstraps these arrays, so their mean must be the number the tables print
+    scorer = ClipScorer(load_backbone("negbook-tiny"))
+    mcq = build_mcq(split, MCQConfig(seed=0))
+    affirmative, negated = build_retrieval(split, seed=0)
+    galleries = build_confusion(split, "2C", ConfusionConfig(m_min=3, m_max=8))
+    factor = build_factor(split, FactorConfig(operator_samples=20, equivalence_samples=(("De Morgan", 5),),
+                                              compound_samples=5, nested_samples=5))
+    cases = [(evaluate_mcq, (scorer, mcq, split), {}, "accuracy", len(mcq)),
+             (evaluate_retrieval, (scorer, negated, split), {"source_only": True}, "R@5", len(negated)),
+             (evaluate_retrieval, (scorer, affirmative, split), {}, "R@1", len(affirmative)),
+             (evaluate_confusion, (scorer, galleries, split), {}, "mAP", len(galleries)),
+             (evaluate_pairwise, (scorer, factor, split), {"group": "test"}, "accuracy", len(factor))]
+    for evaluate, args, kwargs, metric, n in cases:
+        items = {}
+        metrics = evaluate(*args, **kwargs, items=items)
+        assert len(items[metric]) == n, evaluate.__name__
+        assert items[metric].mean() == pytest.approx(metrics[metric]), evaluate.__name__
+    items = {}
+    retention = evaluate_retention(scorer, scorer, affirmative, split, items=items)
+    assert retention["rho"] == pytest.approx(1.0) and items["rho"] == pytest.approx(np.ones(len(affirmative)))
+    assert items["R@5"].mean() == pytest.approx(retention["R@5"])

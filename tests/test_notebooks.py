@@ -47,6 +47,19 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter04)) >= 3 and "Verdicts" in chapter04
     chapter05 = (out / "_build" / "html" / "chapters" / "05_lcse.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter05)) >= 2 and "closed forms" in chapter05
+    chapter06 = (out / "_build" / "html" / "chapters" / "06_benchmark_tables.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter06)) >= 1 and "One table no paper has" in chapter06
+    assert "PeakPatch, Table 13" in chapter06 and ("#d8f0d8" in chapter06 or "#f6c6c6" in chapter06)
+    appendix = (out / "_build" / "html" / "chapters" / "90_performance.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", appendix)) >= 2 and "All ratios" in appendix
+    bibliography = (out / "_build" / "html" / "bibliography.html").read_text()
+    assert "Vision-Language Models Do Not Understand Negation" in bibliography
+    # every figure of every chapter carries a caption
+    for page in sorted((out / "_build" / "html" / "chapters").glob("*.html")):
+        html = page.read_text()
+        images = len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", html))
+        captions = html.count("<figcaption")
+        assert captions >= images, f"{page.name}: {images} figures, {captions} captions"
 
 
 @pytest.mark.notebooks
@@ -72,6 +85,11 @@ def test_notebook_results_are_csv(smoke_book):
     assert {"confusion_2c", "factor_operator", "mcq"} <= set(ktn["task"])
     coverage = read_results(get_profile("smoke"), "04_parser_coverage")
     assert coverage["unparsed"].between(0, 1).all() and "NegBench MCQ" in set(coverage["benchmark"])
+    unified = read_results(get_profile("smoke"), "06_unified")
+    assert {"vanilla", "KTN", "LCSE", "PeakPatch (joint)"} <= set(unified["method"])
+    assert (unified["low"] <= unified["value"] + 1e-9).all() and (unified["value"] <= unified["high"] + 1e-9).all()
+    times = read_results(get_profile("smoke"), "notebook_times")
+    assert list(times["notebook"]) == [s.stem for s in runner.notebook_sources()]
     lcse = read_results(get_profile("smoke"), "05_results")
     retention = lcse[(lcse.task == "retention")].set_index("method")
     assert retention.loc["vanilla", "rho"] == 1.0 and retention["rho"].between(-1, 1).all()
@@ -131,3 +149,14 @@ def test_an_only_run_keeps_the_other_staged_chapters(tmp_path):
     assert (stage / "_toc.yml").exists()
     runner.stage_book(stage)
     assert not any((stage / runner.CHAPTER_DIR).iterdir())
+
+
+def test_notebook_times_are_recorded_as_they_come(tmp_path):
+    times_csv = tmp_path / "notebook_times.csv"
+    runner._record_times(times_csv, [{"profile": "cpu", "notebook": "00_a", "seconds": 1.0},
+                                     {"profile": "cpu", "notebook": "01_b", "seconds": 2.0}], keep_others=False)
+    runner._record_times(times_csv, [{"profile": "cpu", "notebook": "01_b", "seconds": 5.0}], keep_others=True)
+    import pandas as pd
+    assert pd.read_csv(times_csv).set_index("notebook")["seconds"].to_dict() == {"00_a": 1.0, "01_b": 5.0}
+    runner._record_times(times_csv, [{"profile": "cpu", "notebook": "00_a", "seconds": 3.0}], keep_others=False)
+    assert pd.read_csv(times_csv)["notebook"].tolist() == ["00_a"]

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -7,12 +8,39 @@ from negutils.papers import beside_paper, paper_numbers
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 
 
-def test_every_number_appears_in_its_quote():
+NUMBER = re.compile(r"(?<![A-Za-z0-9_.])-?(?:\d+\.\d+|\.\d+|\d+)(?![A-Za-z0-9_])")
+
+
+def test_every_number_is_a_whole_number_of_its_quote():
+    # a whole token, so 5.2 cannot pass by hiding inside 65.2
     frame = paper_numbers()
-    assert len(frame) >= 20 and frame["value"].notna().all()
+    assert len(frame) >= 600 and frame["value"].notna().all()
     for row in frame.itertuples():
-        assert f"{row.value:.1f}" in row.quote or f"{row.value:g}" in row.quote, row
+        assert row.value in {float(n) for n in NUMBER.findall(row.quote)}, row
         assert row.unit in ("percent", "fraction", "layer", "z"), row
+
+
+def test_every_table_the_book_reproduces_is_there():
+    frame = paper_numbers()
+    tables = set(zip(frame["paper"], frame["table"]))
+    wanted = {("PeakPatch", f"Table {n}") for n in (1, 2, 4, 5, 6, 12, 13)} | \
+        {("KTN", f"Table {n}") for n in (1, 2, 3)} | {("LCSE", f"Table {n}") for n in (1, 2, 3, 4, 5)}
+    assert wanted <= tables, wanted - tables
+    assert (frame["paper"] == "NegBench").sum() >= 5
+    assert not frame.duplicated(["paper", "table", "row", "column"]).any()
+
+
+def test_a_sample_of_cells_reads_as_the_seed_prints_it():
+    # spot checks typed from the seeds, independent of the quotes the file carries
+    frame = paper_numbers().set_index(["paper", "table", "row", "column"])["value"]
+    assert frame["PeakPatch", "Table 1", "NegCLIP", "VOC Hyb"] == 42.3
+    assert frame["PeakPatch", "Table 13", "PeakPatch (joint)", "Near-tie"] == 62.3
+    assert frame["PeakPatch", "Table 6", "PeakPatch (ECN)", "MSCOCO 5K R@5"] == 57.0
+    assert frame["KTN", "Table 2", "KTN (SigLIP ViT-B/16)", "MCQ VOC2007"] == 82.9
+    assert frame["KTN", "Table 1", "NegationCLIP", "Conf-2C mAP"] == 72.9
+    assert frame["LCSE", "Table 2", "DCSM", "Retention COCO rho"] == 0.63
+    assert frame["LCSE", "Table 5", "Holistic (CLIP-NegFull)", "Holistic"] == 75.1
+    assert frame["LCSE", "Table 3", "CLIP-NegFull", "A or B"] == 19.3
 
 
 @pytest.mark.skipif(not SEEDS.exists(), reason="the seed documents live outside the repository")
@@ -23,7 +51,7 @@ def test_quotes_are_verbatim_in_the_seeds():
 
 def test_beside_paper_converts_fractions():
     table = beside_paper({("negbench_mcq_coco", "accuracy"): 0.5})
-    assert set(table["paper"]) == {"PeakPatch", "KTN", "LCSE"} and (table["organism"] == 50.0).all()
+    assert set(table["paper"]) == {"PeakPatch", "KTN", "LCSE", "NegBench"} and (table["organism"] == 50.0).all()
 
 
 def test_beside_paper_keeps_fractions_where_the_paper_prints_fractions():

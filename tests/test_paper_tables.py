@@ -1,0 +1,62 @@
+"""Chapter 06's tables: which of our methods answers which paper row, and in which unit."""
+import pandas as pd
+import pytest
+
+from negutils.paper_tables import (BOOK_TABLES, NEGFULL, agreement_summary, beside_table, best_negfull, differences,
+                                   highlight_differences, our_values)
+from negutils.papers import paper_numbers
+
+
+def _results():
+    rows = []
+    for method, mcq, neg in (("vanilla", 0.40, 0.06), ("NegFull alpha=0.5", 0.30, 0.20), ("NegFull alpha=0.9", 0.35, 0.25),
+                             ("PeakPatch (joint)", 0.70, 0.60), ("LCSE", 0.60, 0.5)):
+        rows.append({"dataset": "embedded/val", "task": "mcq", "method": method, "accuracy": mcq,
+                     "negative_accuracy": neg})
+        rows.append({"dataset": "embedded/val", "task": "factor_operator", "method": method,
+                     "accuracy": 0.5, "accuracy[NOT]": 0.3, "accuracy[NEITHER]": 0.6, "accuracy[BUT-NOT]": 0.9})
+    return pd.DataFrame(rows)
+
+
+def test_our_numbers_land_under_the_paper_rows_in_percent():
+    table = beside_table("PeakPatch", "Table 1", {"organism": our_values(_results())})
+    peak = table[(table.row == "PeakPatch") & (table.source == "organism")].iloc[0]
+    assert peak["method"] == "PeakPatch (joint)" and peak["COCO Avg"] == pytest.approx(70.0)
+    assert peak["COCO Neg"] == pytest.approx(60.0) and pd.isna(peak["VOC Avg"])
+    # models the book does not train keep only the paper line
+    assert list(table[table.row == "NegCLIP"]["source"]) == ["paper"]
+
+
+def test_clip_plus_negfull_is_the_best_negfull_alpha():
+    assert best_negfull(_results()) == "NegFull alpha=0.9"
+    ours = our_values(_results())
+    assert ours[(ours.method == NEGFULL) & (ours.metric == "accuracy") & (ours.benchmark == "negbench_mcq_coco")][
+        "value"].item() == 0.35
+    table = beside_table("PeakPatch", "Table 1", {"organism": ours})
+    assert table[(table.row == "CLIP + NF") & (table.source == "organism")]["COCO Avg"].item() == pytest.approx(35.0)
+
+
+def test_the_anti_monotone_average_is_over_its_three_operators():
+    ours = our_values(_results())
+    value = ours[(ours.method == "LCSE") & (ours.metric == "anti_monotone_accuracy")]["value"].item()
+    assert value == pytest.approx((0.3 + 0.6 + 0.9) / 3)
+
+
+def test_differences_and_highlighting():
+    table = beside_table("PeakPatch", "Table 1", {"organism": our_values(_results())})
+    delta = differences(table)
+    peak = table.index[(table.row == "PeakPatch") & (table.source == "organism")][0]
+    assert delta.loc[peak, "COCO Avg"] == pytest.approx(70.0 - 74.3)
+    assert delta[table.source == "paper"].isna().all().all()
+    html = highlight_differences(table).to_html()
+    assert "#d8f0d8" in html and "#f6c6c6" in html   # PeakPatch avg within 5 points; vanilla Neg far
+    summary = agreement_summary({("PeakPatch", "Table 1"): table})
+    assert summary["cells"].item() == (delta.notna().to_numpy().sum())
+
+
+def test_every_book_table_has_paper_numbers():
+    numbers = paper_numbers()
+    for paper, table in BOOK_TABLES:
+        assert len(numbers[(numbers.paper == paper) & (numbers.table == table)]), (paper, table)
+    with pytest.raises(ValueError, match="no numbers for PeakPatch Table 99"):
+        beside_table("PeakPatch", "Table 99", {})
