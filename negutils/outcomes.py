@@ -104,10 +104,23 @@ def format_unified(long: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
     return table.reindex(index=list(dict.fromkeys(long["method"])), columns=order).fillna("")
 
 
-def leaders(long: pd.DataFrame, reference: str = "vanilla") -> pd.DataFrame:
-    """Per benchmark, the best method and the runner-up, and whether their intervals overlap (if
-    they do, the ranking of the two is not settled by this many items). On ``rho``, retention
-    against ``reference``, the reference itself is 1 by definition and does not compete."""
+def paired_difference_ci(a, b, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """(mean(a) - mean(b), low, high) resampling the *same* items for both: the right interval when
+    two methods are scored on one benchmark, tighter than comparing their separate intervals."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"paired outcomes must have one value per item each; got {a.shape} and {b.shape}")
+    return bootstrap_ci(a - b, n_boot=n_boot, level=level, seed=seed)
+
+
+def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, reference: str = "vanilla",
+            n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per benchmark, the best method, the methods tied with it (identical value: the same scorer
+    on these items), the runner-up, and whether the lead is settled: with ``items``, the paired
+    bootstrap interval of leader minus runner-up excludes 0; without, the two intervals are
+    disjoint. On ``rho``, retention against ``reference``, the reference is 1 by definition and
+    does not compete."""
+    by_key = {(m, d.split("/")[-1], t, metric): v for (m, d, t, metric), v in (items or {}).items()}
     rows = []
     for bench, block in long.groupby("benchmark", sort=False):
         if bench == "rho":
@@ -116,12 +129,23 @@ def leaders(long: pd.DataFrame, reference: str = "vanilla") -> pd.DataFrame:
             continue
         ranked = block.sort_values("value", ascending=False, kind="mergesort")
         first = ranked.iloc[0]
+        tied = ranked[np.isclose(ranked["value"], first["value"], rtol=0, atol=1e-9)].iloc[1:]
+        others = ranked[~np.isclose(ranked["value"], first["value"], rtol=0, atol=1e-9)]
         digits = 3 if bench == "rho" else 1
         row = {"benchmark": bench, "best": first["method"], "value": round(first["value"], digits),
-               "interval": f"[{first['low']:.{digits}f}, {first['high']:.{digits}f}]"}
-        if len(ranked) > 1:
-            second = ranked.iloc[1]
-            row.update({"runner-up": second["method"], "runner-up value": round(second["value"], digits),
-                        "settled": bool(second["high"] < first["low"])})
+               "interval": f"[{first['low']:.{digits}f}, {first['high']:.{digits}f}]",
+               "tied": ", ".join(tied["method"])}
+        if len(others):
+            second = others.iloc[0]
+            row.update({"runner-up": second["method"], "runner-up value": round(second["value"], digits)})
+            split, task, metric, scale = UNIFIED_COLUMNS.get(bench, (None, None, None, 1))
+            a, b = by_key.get((first["method"], split, task, metric)), by_key.get((second["method"], split, task, metric))
+            if a is not None and b is not None:
+                diff, low, high = paired_difference_ci(a, b, n_boot=n_boot, seed=seed)
+                row.update({"lead": round(scale * diff, digits),
+                            "lead interval": f"[{scale * low:.{digits}f}, {scale * high:.{digits}f}]",
+                            "settled": bool(low > 0)})
+            else:
+                row["settled"] = bool(second["high"] < first["low"])
         rows.append(row)
     return pd.DataFrame(rows)

@@ -158,7 +158,9 @@ def highlight_differences(table: pd.DataFrame, close: float = 5.0, far: float = 
     value_columns = list(delta.columns)
     styles = pd.DataFrame("", index=table.index, columns=table.columns)
     styles[value_columns] = delta.apply(lambda col: col.map(colour))
-    return table.style.apply(lambda _: styles, axis=None).format(precision=1, na_rep="").hide(axis="index")
+    # correlations and fractions (every value <= 1) keep 3 decimals, percentages 1
+    formats = {c: ("{:.3f}" if table[c].dropna().abs().le(1).all() else "{:.1f}") for c in value_columns}
+    return table.style.apply(lambda _: styles, axis=None).format(formats, na_rep="").hide(axis="index")
 
 
 def agreement_summary(tables: dict[tuple[str, str], pd.DataFrame], close: float = 5.0, far: float = 15.0) -> pd.DataFrame:

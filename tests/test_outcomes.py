@@ -80,3 +80,17 @@ def test_leaders_say_whether_the_lead_is_settled():
     assert out.loc["rho", "best"] == "a"   # vanilla is the reference of rho, not a competitor
     assert out.loc["x", "best"] == "a" and bool(out.loc["x", "settled"])
     assert out.loc["y", "best"] == "a" and not bool(out.loc["y", "settled"])
+
+
+def test_ties_are_named_and_a_paired_lead_can_settle_what_intervals_cannot():
+    rng = np.random.default_rng(0)
+    base = rng.random(400)
+    items = {("a", "w/val", "mcq", "accuracy"): base + 0.02, ("b", "w/val", "mcq", "accuracy"): base,
+             ("a copy", "w/val", "mcq", "accuracy"): base + 0.02}
+    long = unified_table(items, n_boot=300)
+    unpaired = leaders(long).set_index("benchmark")
+    paired = leaders(long, items, n_boot=300).set_index("benchmark")
+    assert unpaired.loc["MCQ val", "tied"] == "a copy" and unpaired.loc["MCQ val", "runner-up"] == "b"
+    # the separate intervals overlap widely, yet a beats b on every single item
+    assert not unpaired.loc["MCQ val", "settled"] and paired.loc["MCQ val", "settled"]
+    assert paired.loc["MCQ val", "lead"] == pytest.approx(2.0)
