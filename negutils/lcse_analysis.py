@@ -85,3 +85,18 @@ def oracle_parses(factor: pd.DataFrame) -> dict[str, dict]:
     for k in (0, 1):
         out.update({c: json.loads(p) for c, p in zip(factor[f"caption_{k}"], factor[f"parse_{k}"])})
     return out
+
+
+def fit_on_split(images, encode, tests: pd.DataFrame, split, model_name: str | None = None,
+                 betas=(10, 20, 30, 40, 50, 60)):
+    """(mu, beta) for LCSE on ``encode``: the paper's default for a known real backbone, else the
+    grid maximum over pairwise operator ``tests`` of ``split`` (from :func:`calibration_set`),
+    with mu spanning the 5-95% range of the concept similarities."""
+    from .lcse import Calibration, LcseScorer, calibration_grid, default_calibration, fit_calibration, pairwise_evidence
+
+    known = default_calibration(model_name)
+    if known is not None:
+        return known
+    evidence = pairwise_evidence(LcseScorer(images, encode, Calibration(0.0, 1.0)), tests, split)
+    lo, hi = np.quantile(evidence["sims"], [0.05, 0.95])
+    return fit_calibration(calibration_grid(evidence, np.round(np.linspace(lo, hi, 13), 3), betas))

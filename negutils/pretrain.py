@@ -170,11 +170,19 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
 
 
 def ensure_pretrained(world_root: str | Path, config: PretrainConfig, artifacts_dir: str | Path,
-                      progress: bool = True) -> PretrainResult:
-    """The pretrained organism for (world, config), trained once and reused by its hash key."""
+                      progress: bool = True, split: CocoSplit | None = None,
+                      key_extra: dict | None = None) -> PretrainResult:
+    """The pretrained organism for (world, config), trained once and reused by its hash key.
+    ``split`` replaces the world's pretrain split (e.g. recaptioned); ``key_extra`` says how, and
+    joins the key."""
     world_root = Path(world_root)
     world_key = json.loads((world_root / "world.json").read_text())["key"]
-    key = config_hash({"world": world_key, "pretrain": config, "version": PRETRAIN_VERSION})
+    if split is not None and not key_extra:
+        raise ValueError("a replacement pretrain split needs key_extra saying what differs, or the cache would alias")
+    payload = {"world": world_key, "pretrain": config, "version": PRETRAIN_VERSION}
+    if key_extra:
+        payload["captions"] = key_extra
+    key = config_hash(payload)
     out_dir = Path(artifacts_dir) / f"backbone-{key}"
     ckpt, hist_csv, eval_csv, summary_json = (out_dir / "model.pt", out_dir / "history.csv",
                                               out_dir / "evaluations.csv", out_dir / "summary.json")
@@ -182,7 +190,7 @@ def ensure_pretrained(world_root: str | Path, config: PretrainConfig, artifacts_
         summary = json.loads(summary_json.read_text())
         return PretrainResult(ckpt, pd.read_csv(hist_csv), pd.read_csv(eval_csv), summary["seconds"],
                               summary["samples_per_second"])
-    result = pretrain(load_split(world_root / "pretrain"), config, ckpt, val=load_split(world_root / "val"),
+    result = pretrain(split or load_split(world_root / "pretrain"), config, ckpt, val=load_split(world_root / "val"),
                       progress=progress)
     atomic_save(hist_csv, lambda p: result.history.to_csv(p, index=False))
     atomic_save(eval_csv, lambda p: result.evaluations.to_csv(p, index=False))

@@ -14,6 +14,7 @@ from pathlib import Path
 from .benchmarks import BenchmarkConfig
 from .confusion import ConfusionConfig
 from .factor import FactorConfig
+from .negation_rate import NegationRateSettings
 from .pretrain import PretrainConfig
 from .world import WorldConfig
 
@@ -56,6 +57,7 @@ class Profile:
     benchmarks: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     diagnosis: DiagnosisConfig = field(default_factory=DiagnosisConfig)
     peakpatch: PeakPatchSettings = field(default_factory=PeakPatchSettings)
+    negation_rate: NegationRateSettings = field(default_factory=NegationRateSettings)
     # Real-backbone mode: when ``backbone`` is set, it is loaded instead of pretraining the organism.
     backbone: str | None = None
     pretrained: str | None = None
@@ -83,6 +85,9 @@ PROFILES: dict[str, Profile] = {
         peakpatch=PeakPatchSettings(epochs=2, batch_size=16, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(4, 12),
                                     sweep_l_a=(2,), sweep_epochs=1, negfull_alphas=(0.5, 1.0), negfull_pairs=32,
                                     negfull_lr=1e-5, negfull_batch_size=16),
+        negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=8 * 128, sweep_rates=(0.0, 0.05),
+                                           mcq_questions=200, diagnostic_pairs=60, bootstrap=20,
+                                           calibration_samples=10),
         description="tiny world and model, a few steps: the whole suite in minutes (what tests run)",
     ),
     "cpu": Profile(
@@ -95,6 +100,8 @@ PROFILES: dict[str, Profile] = {
         peakpatch=PeakPatchSettings(batch_size=256, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(1, 2, 4, 8, 12),
                                     sweep_l_a=(1, 2, 4), sweep_epochs=5, negfull_pairs=2560, negfull_lr=5e-5,
                                     negfull_batch_size=128),
+        # the pilot: three rates at a third of the organism's budget; full_sweep=True runs all six at full budget
+        negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.01, 0.05), pilot_samples=150 * 128),
         description="the default book: the organism pretrained for about 10 minutes on 2 CPU cores",
     ),
     "gpu": Profile(

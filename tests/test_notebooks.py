@@ -50,6 +50,8 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
     chapter06 = (out / "_build" / "html" / "chapters" / "06_benchmark_tables.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter06)) >= 1 and "One table no paper has" in chapter06
     assert "PeakPatch, Table 13" in chapter06 and ("#d8f0d8" in chapter06 or "#f6c6c6" in chapter06)
+    chapter07 = (out / "_build" / "html" / "chapters" / "07_negation_rate.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter07)) >= 3 and "Verdicts" in chapter07
     appendix = (out / "_build" / "html" / "chapters" / "90_performance.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", appendix)) >= 2 and "All ratios" in appendix
     bibliography = (out / "_build" / "html" / "bibliography.html").read_text()
@@ -90,6 +92,10 @@ def test_notebook_results_are_csv(smoke_book):
     assert (unified["low"] <= unified["value"] + 1e-9).all() and (unified["value"] <= unified["high"] + 1e-9).all()
     times = read_results(get_profile("smoke"), "notebook_times")
     assert list(times["notebook"]) == [s.stem for s in runner.notebook_sources()]
+    rates = read_results(get_profile("smoke"), "07_measures")
+    assert list(rates["rate"]) == list(get_profile("smoke").negation_rate.pilot_rates)
+    assert read_results(get_profile("smoke"), "07_captions")["false negations"].eq(0).all()
+    assert set(read_results(get_profile("smoke"), "07_verdicts")["verdict"]) <= {"reproduced", "partly", "not reproduced"}
     lcse = read_results(get_profile("smoke"), "05_results")
     retention = lcse[(lcse.task == "retention")].set_index("method")
     assert retention.loc["vanilla", "rho"] == 1.0 and retention["rho"].between(-1, 1).all()
