@@ -5,8 +5,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-PERCENT = ("MCQ", "MCQ positive", "MCQ negative", "MCQ hybrid", "polarity AUC", "detection AUC", "Conf-2C",
-           "FACTOR", "retrieval R@5")
+# the order of chapter 07's panels; all but the LCD and beta measures are shown in %
+ORDER = ("MCQ", "MCQ positive", "MCQ negative", "MCQ hybrid", "polarity AUC", "detection AUC", "LCD peak",
+         "LCD final", "LCD peak - final", "median beta_c-", "Conf-2C", "FACTOR", "FACTOR NOT", "FACTOR AND",
+         "FACTOR OR", "FACTOR BUT-NOT", "FACTOR NEITHER", "retrieval R@5")
+FRACTIONS = ("LCD peak", "LCD final", "LCD peak - final", "median beta_c-")
 
 
 def _rate_axis(ax, rates):
@@ -17,12 +20,12 @@ def _rate_axis(ax, rates):
 
 def plot_measures(measures: pd.DataFrame, untrained: dict, columns=None, ncols: int = 4):
     """One panel per measure against the rate; the dashed line is the untrained organism."""
-    columns = columns or [c for c in measures.columns if c not in ("rate", "pretrain s", "measure s", "l_a", "l_p")]
+    columns = columns or [c for c in ORDER if c in measures.columns]
     nrows = int(np.ceil(len(columns) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), squeeze=False)
     rates = measures["rate"].to_numpy()
     for ax, col in zip(axes.ravel(), columns):
-        scale = 100 if col in PERCENT else 1
+        scale = 1 if col in FRACTIONS else 100
         ax.plot(rates, scale * measures[col], "o-")
         if col in untrained and pd.notna(untrained[col]):
             ax.axhline(scale * untrained[col], color="grey", ls="--", lw=1)
