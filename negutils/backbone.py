@@ -58,6 +58,7 @@ class _TextTower:
     """Uniform access to the text-side modules of CLIP and CustomTextCLIP models."""
 
     def __init__(self, model: torch.nn.Module):
+        self.model = model
         if isinstance(model, open_clip.CLIP):
             self.module, self.pool_type = model, model.text_pool_type
             self.eos_id = getattr(model, "text_eos_id", None)
@@ -74,6 +75,7 @@ class _TextTower:
         self.ln_final = self.module.ln_final
         self.projection = self.module.text_projection
         self.pad_id = getattr(self.module, "pad_id", 0)
+        self.trims = self._trimmable()
 
     @property
     def n_layers(self) -> int:
@@ -97,6 +99,39 @@ class _TextTower:
         if isinstance(self.projection, torch.nn.Linear):
             return self.projection(pooled)
         return pooled @ self.projection
+
+    def _trimmable(self) -> bool:
+        """Whether positions after the last EOS can be dropped: a CLIP text tower with a causal mask
+        pooling at the EOS token, where no later position reaches any earlier state."""
+        mask = getattr(self.module, "attn_mask", None)
+        if not (isinstance(self.module, open_clip.CLIP) and self.pool_type in ("argmax", "eos") and mask is not None):
+            return False
+        above = torch.ones(mask.shape, dtype=torch.bool, device=mask.device).triu(1)
+        return bool(torch.isinf(mask[above]).all() and torch.isfinite(mask[~above]).all())
+
+    def encode(self, text: torch.Tensor, normalize: bool = False) -> torch.Tensor:
+        """``model.encode_text(text)``, computed over the first L positions only (L = the batch's
+        last EOS + 1) where ``trims``: the same embedding at a fraction of the cost for captions
+        shorter than the context. Other towers run at full length."""
+        if not self.trims:
+            return self.model.encode_text(text, normalize=normalize)
+        m = self.module
+        n = int(self.eos_positions(text).max()) + 1
+        text = text[:, :n]
+        cast = m.transformer.get_cast_dtype()
+        x = m.token_embedding(text).to(cast) + m.positional_embedding[:n].to(cast)
+        x = m.ln_final(m.transformer(x, attn_mask=m.attn_mask[:n, :n]))
+        pooled = self.project(x[torch.arange(x.shape[0], device=x.device), self.eos_positions(text)])
+        return F.normalize(pooled, dim=-1) if normalize else pooled
+
+    def encode_by_length(self, text: torch.Tensor, chunk: int = 128, normalize: bool = False) -> torch.Tensor:
+        """``encode`` over chunks of captions of similar length (sorted by EOS position), rows in
+        the input order: each chunk is trimmed to its own longest caption."""
+        order = torch.argsort(self.eos_positions(text), stable=True)
+        parts = [self.encode(text[order[k:k + chunk]], normalize) for k in range(0, len(text), chunk)]
+        out = torch.empty(len(text), parts[0].shape[-1], dtype=parts[0].dtype, device=parts[0].device)
+        out[order] = torch.cat(parts)
+        return out
 
 
 class Backbone:
@@ -143,10 +178,12 @@ class Backbone:
 
     @torch.no_grad()
     def encode_text(self, captions: Sequence[str], batch_size: int = 256) -> torch.Tensor:
-        """Plain ``encode_text``, L2-normalised: the untapped reference."""
-        out = [self.model.encode_text(self.tokenize(captions[i:i + batch_size]), normalize=True)
-               for i in range(0, len(captions), batch_size)]
-        return torch.cat(out).float().cpu()
+        """Plain ``encode_text``, L2-normalised: the untapped reference. Captions are encoded in
+        batches of similar length, each trimmed to its longest caption (``_TextTower.encode``)."""
+        captions = list(captions)
+        if not captions:
+            return torch.empty(0, self.embed_dim)
+        return self.text_tower.encode_by_length(self.tokenize(captions), batch_size, normalize=True).float().cpu()
 
     @torch.no_grad()
     def encode_text_layers(self, captions: Sequence[str], token_layers: Sequence[int] | bool = (),
@@ -157,19 +194,34 @@ class Backbone:
         if token_layers is True:
             token_layers = range(1, self.n_layers + 1)
         token_layers = sorted(set(token_layers or ()))
-        parts = [self._tapped_batch(captions[i:i + batch_size], token_layers)
+        text = self.tokenize(captions)
+        # batches of similar length, each trimmed to its longest caption; rows back in input order
+        by_length = torch.argsort(self.text_tower.eos_positions(text), stable=True)
+        order = by_length.cpu()
+        parts = [self._tapped_batch(text[by_length[i:i + batch_size]], token_layers)
                  for i in tqdm(range(0, len(captions), batch_size), desc="text taps", disable=not progress)]
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(len(order))
+        width = max(p.mask.shape[1] for p in parts) if token_layers else 0
+
+        def padded(x: torch.Tensor) -> torch.Tensor:    # [B, n, ...] -> [B, width, ...], zeros / False after n
+            out = x.new_zeros((x.shape[0], width, *x.shape[2:]))
+            out[:, :x.shape[1]] = x
+            return out
+
         return TextLayers(
-            final=torch.cat([p.final for p in parts]),
-            eos=torch.cat([p.eos for p in parts], dim=1),
-            eos_index=torch.cat([p.eos_index for p in parts]),
-            tokens={l: torch.cat([p.tokens[l] for p in parts]) for l in token_layers} if token_layers else None,
-            mask=torch.cat([p.mask for p in parts]) if token_layers else None,
+            final=torch.cat([p.final for p in parts])[inverse],
+            eos=torch.cat([p.eos for p in parts], dim=1)[:, inverse],
+            eos_index=torch.cat([p.eos_index for p in parts])[inverse],
+            tokens={l: torch.cat([padded(p.tokens[l]) for p in parts])[inverse] for l in token_layers}
+            if token_layers else None,
+            mask=torch.cat([padded(p.mask) for p in parts])[inverse] if token_layers else None,
         )
 
-    def _tapped_batch(self, captions: list[str], token_layers: list[int]) -> TextLayers:
+    def _tapped_batch(self, text: torch.Tensor, token_layers: list[int]) -> TextLayers:
         tower = self.text_tower
-        text = self.tokenize(captions)
+        if tower.trims:                 # the positions the tower reads, as ``_TextTower.encode`` trims
+            text = text[:, :int(tower.eos_positions(text).max()) + 1]
         captured: list[torch.Tensor] = []
         batch_first = getattr(tower.transformer, "batch_first", True)
 
@@ -178,7 +230,7 @@ class Backbone:
 
         handles = [blk.register_forward_hook(hook) for blk in tower.transformer.resblocks]
         try:
-            final = self.model.encode_text(text, normalize=True)
+            final = tower.encode(text, normalize=True)
         finally:
             for h in handles:
                 h.remove()

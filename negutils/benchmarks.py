@@ -80,25 +80,39 @@ def ensure_benchmarks(split: CocoSplit, config: BenchmarkConfig, out_dir: str | 
 
 
 def evaluate_benchmarks(scorer, bench: Benchmarks, split: CocoSplit, dataset: str, model: str,
-                        pretrained: str, items: dict | None = None) -> list[dict]:
-    """Every benchmark of ``bench`` scored by ``scorer``: CLIP_benchmark-shaped result rows. With
-    ``items`` (a dict) the per-item outcomes land there, keyed (method, dataset, task, metric)."""
+                        pretrained: str, items: dict | None = None, tasks=None,
+                        retrieval: dict | None = None) -> list[dict]:
+    """Every benchmark of ``bench`` (or only the task names in ``tasks``) scored by ``scorer``:
+    CLIP_benchmark-shaped result rows. With ``items`` (a dict) the per-item outcomes land there,
+    keyed (method, dataset, task, metric). Each retrieval query set is scored once for all its
+    metrics; ``retrieval`` (a dict), when given, receives those score matrices by query-set name."""
     from .evaluate import (evaluate_confusion, evaluate_mcq, evaluate_pairwise, evaluate_retrieval,
-                           result_row)
+                           result_row, retrieval_scores)
 
     rows = []
 
     def run(task, evaluate, *args, **kwargs):
+        if tasks is not None and task not in tasks:
+            return
         outcomes = {}
         rows.append(result_row(dataset, model, pretrained, task,
                                {"method": scorer.name, **evaluate(*args, **kwargs, items=outcomes)}))
         if items is not None:
             items.update({(scorer.name, dataset, task, metric): v for metric, v in outcomes.items()})
 
+    wanted = lambda *names: tasks is None or any(n in tasks for n in names)  # noqa: E731
+    scores = {} if retrieval is None else retrieval
+    if wanted("retrieval", "retention"):
+        scores["retrieval_affirmative"] = retrieval_scores(scorer, bench.retrieval_affirmative, split)
+    if wanted("retrieval_negated", "retrieval_negated_any"):
+        scores["retrieval_negated"] = retrieval_scores(scorer, bench.retrieval_negated, split)
     run("mcq", evaluate_mcq, scorer, bench.mcq, split)
-    run("retrieval", evaluate_retrieval, scorer, bench.retrieval_affirmative, split)
-    run("retrieval_negated", evaluate_retrieval, scorer, bench.retrieval_negated, split, source_only=True)
-    run("retrieval_negated_any", evaluate_retrieval, scorer, bench.retrieval_negated, split)
+    run("retrieval", evaluate_retrieval, scorer, bench.retrieval_affirmative, split,
+        scores=scores.get("retrieval_affirmative"))
+    run("retrieval_negated", evaluate_retrieval, scorer, bench.retrieval_negated, split, source_only=True,
+        scores=scores.get("retrieval_negated"))
+    run("retrieval_negated_any", evaluate_retrieval, scorer, bench.retrieval_negated, split,
+        scores=scores.get("retrieval_negated"))
     for name, frame in (("confusion_2c", bench.confusion_2c), ("confusion_3c", bench.confusion_3c)):
         if len(frame):
             run(name, evaluate_confusion, scorer, frame, split)

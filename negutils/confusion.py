@@ -45,12 +45,16 @@ def _holders(split: CocoSplit) -> dict[str, set[int]]:
     return {c: {i for i, objs in enumerate(split.objects) if c in objs} for c in split.categories}
 
 
+# KTN App. D's queries; {a} is an article phrase, {B} and {N} bare nouns
+QUERY_TEMPLATES = {"2C": "{a} is present but no {N}.", "3C": "{a} and {B} are present but no {N}."}
+
+
 def query_2c(pos: str, neg: str) -> str:
-    return f"{capitalise(with_article(pos))} is present but no {neg}."
+    return capitalise(QUERY_TEMPLATES["2C"].format(a=with_article(pos), N=neg))
 
 
 def query_3c(pos1: str, pos2: str, neg: str) -> str:
-    return f"{capitalise(with_article(pos1))} and {pos2} are present but no {neg}."
+    return capitalise(QUERY_TEMPLATES["3C"].format(a=with_article(pos1), B=pos2, N=neg))
 
 
 def _verified(indices: list[int], positives: list[str], negative: str, want_negative: bool,

@@ -74,7 +74,7 @@ def _check_captions(captions: Sequence[str], where: str) -> None:
             raise ValueError(f"{where}: caption {k} is empty ({c!r})")
 
 
-def _image_index(split: CocoSplit, image_ids, where: str) -> np.ndarray:
+def image_index(split: CocoSplit, image_ids, where: str) -> np.ndarray:
     lookup = {image_id: i for i, image_id in enumerate(split.image_ids)}
     missing = [i for i in image_ids if i not in lookup]
     if missing:
@@ -103,7 +103,7 @@ def _row_scores(scorer: Scorer, split: CocoSplit, indices: np.ndarray, captions_
 
 def mcq_option_scores(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> np.ndarray:
     """[Q, 4] score of each question's image against each of its options."""
-    indices = _image_index(split, mcq["image_id"].tolist(), "MCQ")
+    indices = image_index(split, mcq["image_id"].tolist(), "MCQ")
     captions = mcq[[f"caption_{k}" for k in range(4)]].values.tolist()
     _check_captions([c for row in captions for c in row], "MCQ")
     return _row_scores(scorer, split, indices, captions, desc="MCQ")
@@ -121,7 +121,7 @@ def evaluate_mcq(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit, items: dic
 
 def _pairwise_scores(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit) -> np.ndarray:
     """[S, 2] score of each sample's image with its two captions."""
-    indices = _image_index(split, samples["image_id"].tolist(), "pairwise")
+    indices = image_index(split, samples["image_id"].tolist(), "pairwise")
     captions = samples[["caption_0", "caption_1"]].values.tolist()
     _check_captions([c for row in captions for c in row], "pairwise")
     return _row_scores(scorer, split, indices, captions, desc="pairwise")
@@ -145,28 +145,36 @@ def evaluate_pairwise(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit, g
 def _retrieval_positives(queries: pd.DataFrame, split: CocoSplit, source_only: bool = False) -> list:
     """Per query, the split indices of the images that count as hits."""
     if source_only:
-        return [[i] for i in _image_index(split, queries["image_id"].tolist(), "retrieval")]
+        return [[i] for i in image_index(split, queries["image_id"].tolist(), "retrieval")]
     id_lists = [json.loads(p) for p in queries["positives"]]
-    flat = _image_index(split, [i for ids in id_lists for i in ids], "retrieval positives")
+    flat = image_index(split, [i for ids in id_lists for i in ids], "retrieval positives")
     return np.split(flat, np.cumsum([len(ids) for ids in id_lists])[:-1])
 
 
+def retrieval_scores(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, chunk: int = 256) -> np.ndarray:
+    """[Q, I] score of every query against every image of the split, in chunks of queries: what
+    every retrieval metric reads, so one matrix serves several (R@k two ways, retention rho)."""
+    feats = scorer.image_features(split, np.arange(len(split)))
+    _check_captions(queries["query"].tolist(), "retrieval")
+    out = np.empty((len(queries), len(split)), dtype=np.float32)
+    for start in tqdm(range(0, len(queries), chunk), desc="retrieval", disable=len(queries) <= 4 * chunk):
+        sl = slice(start, start + chunk)
+        out[sl] = scorer.score(feats, queries["query"].iloc[sl].tolist()).T.numpy()
+    return out
+
+
 def evaluate_retrieval(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, ks=(1, 5, 10),
-                       chunk: int = 256, source_only: bool = False, items: dict | None = None) -> dict:
+                       chunk: int = 256, source_only: bool = False, items: dict | None = None,
+                       scores: np.ndarray | None = None) -> dict:
     """Text-to-image recall over the whole split; a query hits when any of its ``positives``
     (JSON image ids) is in the top k. ``source_only`` counts only the query's own image, NegBench's
     protocol for captions whose other satisfying images are unknown. ``items`` receives the
-    per-query hits under ``R@k``."""
-    gallery = np.arange(len(split))
-    feats = scorer.image_features(split, gallery)
-    _check_captions(queries["query"].tolist(), "retrieval")
+    per-query hits under ``R@k``. ``scores``: the ``retrieval_scores`` of these queries, when
+    already computed."""
+    scores = retrieval_scores(scorer, queries, split, chunk) if scores is None else scores
     positives = _retrieval_positives(queries, split, source_only)
-    best_ranks = []
-    for start in tqdm(range(0, len(queries), chunk), desc="retrieval", disable=len(queries) <= 4 * chunk):
-        sl = slice(start, start + chunk)
-        s = scorer.score(feats, queries["query"].iloc[sl].tolist()).T.numpy()
-        best_ranks.append(best_ranks_of_sets(s, positives[sl]))
-    best_rank = np.concatenate(best_ranks)
+    best_rank = np.concatenate([best_ranks_of_sets(scores[k:k + chunk], positives[k:k + chunk])
+                                for k in range(0, len(queries), chunk)])
     out = {f"R@{k}": float((best_rank < k).mean()) for k in ks}
     if items is not None:
         items.update({f"R@{k}": (best_rank < k).astype(float) for k in ks})
@@ -181,7 +189,7 @@ def evaluate_confusion(scorer: Scorer, galleries: pd.DataFrame, split: CocoSplit
     groups = []
     for g in galleries.itertuples():
         correct, confusing = json.loads(g.correct_ids), json.loads(g.confusing_ids)
-        idx = _image_index(split, correct + confusing, f"gallery {g.query!r}")
+        idx = image_index(split, correct + confusing, f"gallery {g.query!r}")
         s = scorer.score(scorer.image_features(split, idx), [g.query]).numpy()[:, 0]
         groups.append((np.r_[np.ones(len(correct)), np.zeros(len(confusing))], s))
     if items is not None:
@@ -207,22 +215,20 @@ def pairwise_correct(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit) ->
 
 
 def evaluate_retention(scorer: Scorer, reference: Scorer, queries: pd.DataFrame, split: CocoSplit,
-                       chunk: int = 256, items: dict | None = None) -> dict:
+                       chunk: int = 256, items: dict | None = None, scores: np.ndarray | None = None,
+                       reference_scores: np.ndarray | None = None) -> dict:
     """LCSE's retention on affirmative retrieval: the scorer's R@5 (any satisfying image counts)
-    and the mean over queries of Spearman's rho between its gallery scores and ``reference``'s."""
+    and the mean over queries of Spearman's rho between its gallery scores and ``reference``'s.
+    ``scores`` / ``reference_scores``: the two ``retrieval_scores`` matrices, when already computed."""
     from .metrics import spearman_rho
 
-    gallery = np.arange(len(split))
-    feats, ref_feats = scorer.image_features(split, gallery), reference.image_features(split, gallery)
     _check_captions(queries["query"].tolist(), "retention")
+    ours = retrieval_scores(scorer, queries, split, chunk) if scores is None else scores
+    ref = retrieval_scores(reference, queries, split, chunk) if reference_scores is None else reference_scores
     positives = _retrieval_positives(queries, split)
-    rhos, hits = [], []
-    for start in tqdm(range(0, len(queries), chunk), desc="retention", disable=len(queries) <= 4 * chunk):
-        batch = queries["query"].iloc[start:start + chunk].tolist()
-        ours, ref = scorer.score(feats, batch).T.numpy(), reference.score(ref_feats, batch).T.numpy()
-        rhos += [spearman_rho(a, b) for a, b in zip(ours, ref)]
-        hits.append(best_ranks_of_sets(ours, positives[start:start + chunk]) < 5)
-    hits = np.concatenate(hits).astype(float)
+    rhos = [spearman_rho(a, b) for a, b in zip(ours.astype(np.float64), ref.astype(np.float64))]
+    hits = np.concatenate([best_ranks_of_sets(ours[k:k + chunk], positives[k:k + chunk]) < 5
+                           for k in range(0, len(queries), chunk)]).astype(float)
     if items is not None:
         items.update({"R@5": hits, "rho": np.asarray(rhos)})
     return {"R@5": float(hits.mean()), "rho": float(np.mean(rhos)),

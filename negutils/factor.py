@@ -19,6 +19,7 @@ at most ``per_pair`` samples per unordered pair and ``per_concept`` per concept 
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from dataclasses import dataclass
@@ -68,6 +69,11 @@ PARSES = {
     "A is missing": lambda A, B: flat("SINGLE", literal(A, True)),
 }
 
+# compound captions with both polarities: {p} the affirmed article phrases joined, {n_no} the
+# negated nouns joined by " and no ", {n_without} the negated article phrases joined by "or"
+COMPOUND_FORMS = ("{p} but no {n_no}", "{p}, without {n_without}", "there is {p} but no {n_no}",
+                  "{p} and no {n_no}", "an image with {p} and no {n_no}")
+
 # operator -> rows of (image condition on (A, B), correct form, wrong form); rows alternate.
 OPERATOR_ROWS: dict[str, tuple[tuple[tuple[bool, bool], str, str], ...]] = {
     "NOT": (((True, None), "A", "not A"), ((False, None), "not A", "A")),
@@ -87,16 +93,36 @@ EQUIVALENCE_ROWS = {
 }
 
 
+PAPER_OPERATOR_COUNTS = (("NOT", 300), ("AND", 150), ("OR", 150), ("BUT-NOT", 250), ("NEITHER", 250))
+
+
 @dataclass(frozen=True)
 class FactorConfig:
     seed: int = 0
     per_pair: int = 5            # paper: at most 5 samples per pair
     per_concept: int = 10        # paper: at most 10 per concept
-    operator_samples: int = 220  # per operator (paper: 1,100 over five operators)
+    # per operator: one count for all, or (operator, count) pairs; the default is LCSE Table 3's
+    # 1,100 (NOT 300, AND 150, OR 150, BUT-NOT 250, NEITHER 250), whose "All" weights by them
+    operator_samples: int | tuple[tuple[str, int], ...] = PAPER_OPERATOR_COUNTS
+    # the operator split's caps (None: per_pair, per_concept); a one-concept test (NOT) counts a
+    # concept as its own "pair", so per_pair also caps its samples per concept
+    operator_per_pair: int | None = None
+    operator_per_concept: int | None = None
     equivalence_samples: tuple[tuple[str, int], ...] = (("De Morgan", 50), ("double negation", 100),
                                                          ("commutativity", 300))
     compound_samples: int = 145
     nested_samples: int = 150
+
+    def operator_counts(self) -> dict[str, int]:
+        """Samples per operator of the operator split."""
+        if isinstance(self.operator_samples, (tuple, list)):
+            counts = dict(self.operator_samples)
+            unknown = set(counts) - set(OPERATOR_ROWS)
+            if unknown:
+                raise ValueError(f"FactorConfig.operator_samples names unknown operators {sorted(unknown)}; "
+                                 f"FACTOR's operators are {list(OPERATOR_ROWS)}")
+            return counts
+        return {op: self.operator_samples for op in OPERATOR_ROWS}
 
 
 def _phrase(form: str, rng: np.random.Generator, A: str, B: str | None = None, C: str | None = None) -> str:
@@ -209,10 +235,9 @@ def _compound_caption(lits: list[tuple[str, bool]], rng: np.random.Generator) ->
     elif not negs:
         text = join_phrases(pos)
     else:
-        style = int(rng.integers(5))
+        style = int(rng.integers(len(COMPOUND_FORMS)))
         p, n_no, n_without = join_phrases(pos), " and no ".join(negs), join_phrases([with_article(c) for c in negs], "or")
-        text = [f"{p} but no {n_no}", f"{p}, without {n_without}", f"there is {p} but no {n_no}",
-                f"{p} and no {n_no}", f"an image with {p} and no {n_no}"][style]
+        text = COMPOUND_FORMS[style].format(p=p, n_no=n_no, n_without=n_without)
     return capitalise(text) + "."
 
 
@@ -267,8 +292,10 @@ def build_factor(split: CocoSplit, config: FactorConfig = FactorConfig()) -> pd.
     rng = np.random.default_rng([config.seed, 0xFAC7])
     dropped = excluded_category(split)
     concepts = [c for c in split.categories if c != dropped]
-    samples = _pairwise_split(split, OPERATOR_ROWS, {op: config.operator_samples for op in OPERATOR_ROWS},
-                              "operator", rng, config, concepts)
+    counts = config.operator_counts()
+    operator_config = dataclasses.replace(config, per_pair=config.operator_per_pair or config.per_pair,
+                                          per_concept=config.operator_per_concept or config.per_concept)
+    samples = _pairwise_split(split, OPERATOR_ROWS, counts, "operator", rng, operator_config, concepts)
     samples += _pairwise_split(split, EQUIVALENCE_ROWS, dict(config.equivalence_samples), "equivalence", rng,
                                config, concepts)
     samples += _compound_split(split, rng, config, concepts)

@@ -37,6 +37,9 @@ from .parsing import CaptionParse
 KAPPA = 50.0
 EC_LAMBDA = 1.9
 NEUTRAL_TEXT = "a photo."
+# "a is a fixed anchor (mean embedding of semantically neutral words)" (PeakPatch App. 0.F)
+NEUTRAL_WORDS = ("a photo.", "an image.", "a picture.", "something.", "a thing.")
+EC_VARIANTS = ("formula", "direction")
 
 
 def remove_directions(t: torch.Tensor, directions: torch.Tensor, lam: float = 1.0) -> torch.Tensor:
@@ -69,21 +72,40 @@ class HolisticScorer(ParsedTextScorer):
 
 
 class EmbeddingCorrectionScorer(ParsedTextScorer):
-    """Aggarwal et al.'s embedding correction as KTN App. C reimplements it: the direction of each
-    negated concept, taken relative to a neutral text embedding, is projected out of the query
-    embedding with lambda = 1.9 (over-subtraction: the corrected query points away from c-)."""
+    """Aggarwal et al.'s embedding correction with lambda = 1.9 (KTN App. C), in two readings:
 
-    def __init__(self, images, encode, name: str = "EC", lam: float = EC_LAMBDA, neutral: str = NEUTRAL_TEXT,
-                 bank: ConceptBank | None = None):
+    * ``formula`` (default), as PeakPatch App. 0.F writes it:
+      e* = normalize(e_c - lambda (proj(e_c, e_neg) - a)), the projection of the query e_c onto
+      the negated concept(s) e_neg removed (over-subtracted) and the anchor a, the mean embedding
+      of semantically neutral words, added back;
+    * ``direction``, how KTN App. C words it ("projected out ..., anchored to a neutral text
+      embedding"), the book's earlier reading: the direction normalize(e_neg - f_T("a photo."))
+      projected out of the query with lambda, and no anchor added back.
+    """
+
+    def __init__(self, images, encode, name: str = "EC", lam: float = EC_LAMBDA, variant: str = "formula",
+                 neutral: Sequence[str] = NEUTRAL_WORDS, bank: ConceptBank | None = None):
         super().__init__(images, encode, name)
-        self.lam, self.neutral = lam, neutral
+        if variant not in EC_VARIANTS:
+            raise ValueError(f"unknown Embedding Correction variant {variant!r}; choose one of {EC_VARIANTS}")
+        self.lam, self.variant = lam, variant
+        self.neutral = [NEUTRAL_TEXT] if variant == "direction" else list(neutral)
         self.bank = bank or ConceptBank(encode)
+
+    def anchor(self) -> torch.Tensor:
+        """a: the mean of the neutral texts' unit embeddings."""
+        return F.normalize(self.text(self.neutral).float(), dim=-1).mean(0)
 
     def _correct(self, t: torch.Tensor, parse: CaptionParse) -> torch.Tensor:
         if not parse.negated:
             return t
-        anchor = self.text([self.neutral])[0]
-        return remove_directions(t, F.normalize(self.bank.vectors(parse.negated) - anchor, dim=-1), self.lam)
+        if self.variant == "direction":
+            anchor = self.text([NEUTRAL_TEXT])[0]
+            return remove_directions(t, F.normalize(self.bank.vectors(parse.negated) - anchor, dim=-1), self.lam)
+        q, _ = torch.linalg.qr(self.bank.vectors(parse.negated).double().T)     # [d, k] basis of the e_neg
+        e = t.double()
+        projection = (e @ q) @ q.T
+        return F.normalize(e - self.lam * (projection - self.anchor().double()), dim=-1).float()
 
 
 class KtnScorer(ParsedTextScorer):

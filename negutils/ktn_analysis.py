@@ -20,13 +20,13 @@ import torch
 import torch.nn.functional as F
 
 from .concepts import ConceptBank
-from .evaluate import _image_index
+from .evaluate import image_index
 from .metrics import average_precision
 
 
 def _gallery(split, row) -> tuple[np.ndarray, np.ndarray, list[str], str]:
     correct, confusing = json.loads(row.correct_ids), json.loads(row.confusing_ids)
-    idx = _image_index(split, correct + confusing, f"gallery {row.query!r}")
+    idx = image_index(split, correct + confusing, f"gallery {row.query!r}")
     labels = np.r_[np.ones(len(correct)), np.zeros(len(confusing))]
     return idx, labels, json.loads(row.positives), row.negative
 

@@ -104,9 +104,9 @@ class LcseScorer(ParsedTextScorer):
 def pairwise_evidence(scorer: LcseScorer, samples: pd.DataFrame, split) -> dict:
     """What a (mu, beta) grid needs, computed once: the holistic score of each sample's image with
     each caption, the parses, and each parse concept's similarity with the image."""
-    from .evaluate import _image_index
+    from .evaluate import image_index
 
-    idx = _image_index(split, samples["image_id"].tolist(), "calibration")
+    idx = image_index(split, samples["image_id"].tolist(), "calibration")
     feats = scorer.image_features(split, idx)
     captions = samples[["caption_0", "caption_1"]].values.tolist()
     hol = np.stack([(feats * scorer.text([row[k] for row in captions])).sum(-1).numpy() for k in (0, 1)], axis=1)

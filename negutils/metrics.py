@@ -113,13 +113,14 @@ def spearman_rho(a, b) -> float:
 
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:
+    """1-based ranks, tied values sharing the mean of their positions (no loop over tie groups)."""
     order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x))
     xs = x[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(xs)) + 1]
+    new = np.r_[True, np.diff(xs) != 0]            # a NaN difference starts a group, as before
+    starts = np.flatnonzero(new)
     ends = np.r_[starts[1:], len(x)]
-    for a, b in zip(starts, ends):
-        ranks[order[a:b]] = (a + b + 1) / 2.0
+    ranks = np.empty(len(x))
+    ranks[order] = ((starts + ends + 1) / 2.0)[np.cumsum(new) - 1]
     return ranks
 
 

@@ -34,6 +34,7 @@ class NegationRateSettings:
     diagnostic_pairs: int = 500
     bootstrap: int = 200
     calibration_samples: int = 60         # LCSE calibration tests per operator
+    peakpatch_images: int | None = 2000   # negtrain images PeakPatch trains on per rate (None: all)
     seed: int = 0
 
 
@@ -159,7 +160,8 @@ def method_gains(session, bench, settings: NegationRateSettings, layers, progres
     tests = calibration_set(session.splits["pretrain"], settings.calibration_samples)
     calibration = fit_on_split(vanilla, encode, tests, session.splits["pretrain"])
     scorers = {"vanilla": vanilla,
-               "PeakPatch (joint)": joint_peakpatch_scorer(session, layers, progress=progress),
+               "PeakPatch (joint)": joint_peakpatch_scorer(session, layers, progress=progress,
+                                                           max_images=settings.peakpatch_images),
                "KTN": KtnScorer(ClipScorer(session.backbone, flip_average=True), encode, list(val.categories),
                                 bank=ConceptBank(encode, KTN_TEMPLATES)),
                "LCSE": LcseScorer(vanilla, encode, calibration)}

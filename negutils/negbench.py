@@ -15,9 +15,10 @@ and the three wrong options are always
 
 NegBench's evaluation names a wrong pick by the template type of the chosen option; the CSVs
 written here record it per option (``caption_k_type``) together with what each option claims
-(``caption_k_claims``), so the answer can be checked against the ground truth. Up to three
-questions per image, one per allowed template; the correct position is balanced over the four
-positions by a seeded schedule. The negated object N is drawn among the absent categories in
+(``caption_k_claims``), so the answer can be checked against the ground truth. One question
+per image with its correct template drawn uniformly, as NegBench builds it
+(``questions_per_image`` up to 3 asks one question per template instead); the correct position
+is balanced over the four positions by a seeded schedule. The negated object N is drawn among the absent categories in
 proportion to how often it co-occurs with the image's objects (NegBench asks an LLM for a
 plausible absent object; co-occurrence is the data-driven analogue), with add-one smoothing.
 
@@ -55,7 +56,7 @@ class BenchmarkFileError(ValueError):
 @dataclass(frozen=True)
 class MCQConfig:
     seed: int = 0
-    questions_per_image: int = 3
+    questions_per_image: int = 1     # NegBench: one question per image
     paraphrase: bool = True          # False: NegBench's canonical templates only
     max_images: int | None = None
 

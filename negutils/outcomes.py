@@ -149,3 +149,30 @@ def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, refe
                 row["settled"] = bool(second["high"] < first["low"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+TRAINED_PREFIXES = ("NegFull", "PeakPatch", "ECN only", "SCN only", "w/o anchor", "Detached SCN")
+
+
+def unified_findings(long: pd.DataFrame, leads: pd.DataFrame, reference: str = "vanilla") -> list[str]:
+    """Chapter 06's reading of the unified table as sentences, every number from ``long`` (the
+    unified table) and ``leads`` (``leaders``): the settled leads, the benchmarks where the lead is
+    within noise, and the best trained and training-free methods against ``reference`` on MCQ."""
+    lines = []
+    settled = leads[leads["settled"].fillna(False).astype(bool)] if "settled" in leads else leads.iloc[:0]
+    for _, r in settled.iterrows():
+        lines.append(f"{r['benchmark']}: {r['best']} leads at {r['value']:g} {r['interval']}, {r['lead']:+g} "
+                     f"{r['lead interval']} over {r['runner-up']}.")
+    open_ = leads.loc[~leads.index.isin(settled.index), "benchmark"].tolist()
+    if open_:
+        lines.append("Within the paired noise (no settled leader): " + ", ".join(open_) + ".")
+    mcq = long[long["benchmark"] == "MCQ val"].set_index("method")["value"]
+    if reference in mcq:
+        trained = mcq[[m for m in mcq.index if m.startswith(TRAINED_PREFIXES)]]
+        free = mcq[[m for m in mcq.index
+                    if m != reference and not m.startswith(TRAINED_PREFIXES) and "on PeakPatch" not in m]]
+        for label, block in (("trained", trained), ("training-free", free)):
+            if len(block):
+                lines.append(f"Best {label} method on MCQ val: {block.idxmax()} at {block.max():.1f} "
+                             f"({block.max() - mcq[reference]:+.1f} over {reference}'s {mcq[reference]:.1f}).")
+    return lines

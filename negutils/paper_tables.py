@@ -8,7 +8,7 @@ import pandas as pd
 
 from .papers import paper_numbers
 
-NEGFULL = "NegFull (best alpha)"  # resolved per results frame: the NegFull alpha with the best val MCQ
+NEGFULL = "NegFull (best alpha)"  # the negbench-protocol NegFull alpha chosen on held-out negtrain NegMCQ
 
 # paper row label -> our method on the same backbone. Rows naming other models (NegCLIP, DCSM,
 # SigLIP, ...) are absent: nothing in the book runs them. KTN Table 3 is SigLIP2's ablation; its
@@ -50,17 +50,19 @@ BOOK_TABLES = [("NegBench", "Sec. 5 (summary)"), ("NegBench", "Fig. 4a (summary)
                *[("KTN", f"Table {n}") for n in (1, 2, 3)], *[("LCSE", f"Table {n}") for n in (1, 2, 3, 4, 5)]]
 
 
-def best_negfull(results: pd.DataFrame) -> str | None:
-    """The NegFull variant with the best val MCQ accuracy (how chapter 03 picks its CLIP + NF)."""
-    mcq = results[(results["task"] == "mcq") & results["dataset"].astype(str).str.endswith("/val")
-                  & results["method"].astype(str).str.startswith("NegFull")]
-    return None if mcq.empty else str(mcq.loc[mcq["accuracy"].idxmax(), "method"])
+def best_negfull(selection: pd.DataFrame, protocol: str = "negbench") -> str | None:
+    """The NegFull method chosen for ``protocol`` in chapter 03's alpha selection
+    (``03_negfull_alphas``: one row per protocol and alpha with its held-out NegMCQ accuracy and
+    ``chosen``). The choice never looks at a benchmark."""
+    rows = selection[(selection["protocol"] == protocol) & selection["chosen"].astype(bool)]
+    return None if rows.empty else str(rows["method"].iloc[0])
 
 
 def our_values(results: pd.DataFrame, near_ties: pd.DataFrame | None = None, strata: pd.DataFrame | None = None,
-               collapse: pd.DataFrame | None = None) -> pd.DataFrame:
+               collapse: pd.DataFrame | None = None, negfull: str | None = None) -> pd.DataFrame:
     """Long frame (method, benchmark, metric, value) in the papers' vocabulary, values as fractions;
-    the best NegFull variant appears a second time as ``NEGFULL`` (the papers' "CLIP + NF").
+    the NegFull method named ``negfull`` (chapter 03's held-out choice, ``best_negfull``) appears a
+    second time as ``NEGFULL`` (the papers' "CLIP + NF").
     ``results``: chapters 03-05's results frames stacked; ``near_ties``, ``strata`` and ``collapse``:
     chapters 03, 05 and 02's near-tie, evidence-strata and beside-paper tables (in %, or the paper's unit)."""
     split = results["dataset"].astype(str).str.split("/").str[-1]
@@ -90,7 +92,6 @@ def our_values(results: pd.DataFrame, near_ties: pd.DataFrame | None = None, str
         for r in collapse.to_dict("records"):
             scale = 100 if r["unit"] == "percent" else 1
             rows.append((None, r["benchmark"], r["metric"], r[value_column] / scale))
-    negfull = best_negfull(results)
     if negfull is not None:
         rows += [(NEGFULL, b, m, v) for method, b, m, v in rows if method == negfull]
     nested = results[(split == "val") & (results["task"] == "factor_nested")].drop_duplicates("method")
@@ -196,4 +197,5 @@ def load_ours(profile) -> pd.DataFrame:
     results = pd.concat([read_results(profile, name) for name in RESULT_TABLES], ignore_index=True)
     return our_values(results, near_ties=read_results(profile, "03_near_ties"),
                       strata=read_results(profile, "05_evidence_strata"),
-                      collapse=read_results(profile, "02_beside_paper"))
+                      collapse=read_results(profile, "02_beside_paper"),
+                      negfull=best_negfull(read_results(profile, "03_negfull_alphas")))

@@ -50,3 +50,13 @@ def our_numbers(results: pd.DataFrame) -> dict[tuple[str, str], float]:
             out.update({(benchmark, m): float(v) for m, v in row.items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool) and pd.notna(v)})
     return out
+
+
+def paper_value(paper: str, table: str, row: str, column: str) -> float:
+    """One reported number, looked up by its table, row and column (KeyError naming them if absent)."""
+    frame = paper_numbers()
+    hit = frame[(frame["paper"] == paper) & (frame["table"] == table) & (frame["row"] == row)
+                & (frame["column"] == column)]
+    if hit.empty:
+        raise KeyError(f"paper_numbers.csv has no {paper} {table} row {row!r} column {column!r}")
+    return float(hit["value"].iloc[0])

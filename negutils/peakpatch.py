@@ -4,7 +4,10 @@ ECN (eq. 4-6): a learned query attends (8 heads, padding masked) over the layer-
 post-attention LayerNorm'd summary a is concatenated with h^{l_p}_EOS, h^{l_a}_EOS and the mean
 of the l_p tokens and mapped by a bottleneck MLP (4w -> 2w -> 2w -> d, GELU, LayerNorm, dropout
 0.1) to a deviation delta; f_hat = normalize(f_T + alpha * delta) with alpha = exp(log alpha),
-log alpha initialised at -0.7.
+log alpha initialised at -0.7. The paper leaves the MLP's initialisation open; by default its
+last layer starts at zero, so f_hat = f_T at step 0 and training starts from the frozen model
+rather than from a random rotation of it (``identity_init=False``: PyTorch's default init, under
+which cos(f_hat, f_T) starts far below 1; chapter 03 measures both).
 
 SCN (eq. 7-8): a text-context encoder of [f^{l_p}_T; f_hat] and a cross-modal encoder of
 f_I * f_hat (each 2 layers to d/4), two cosine features [cos(f^{l_p}_T, f_I); cos(f_hat, f_I)],
@@ -30,7 +33,8 @@ def _mlp_block(n_in: int, n_out: int, dropout: float) -> list[nn.Module]:
 
 
 class ECN(nn.Module):
-    def __init__(self, width: int, embed_dim: int, heads: int = 8, dropout: float = 0.1, use_anchor: bool = True):
+    def __init__(self, width: int, embed_dim: int, heads: int = 8, dropout: float = 0.1, use_anchor: bool = True,
+                 identity_init: bool = True):
         super().__init__()
         if width % heads:
             raise ValueError(f"ECN: text width {width} is not divisible by {heads} heads")
@@ -41,6 +45,9 @@ class ECN(nn.Module):
         n_in = (4 if use_anchor else 3) * width
         self.mlp = nn.Sequential(*_mlp_block(n_in, 2 * width, dropout), *_mlp_block(2 * width, 2 * width, dropout),
                                  nn.Linear(2 * width, embed_dim))
+        if identity_init:
+            nn.init.zeros_(self.mlp[-1].weight)
+            nn.init.zeros_(self.mlp[-1].bias)
         self.log_alpha = nn.Parameter(torch.tensor(LOG_ALPHA_INIT))
 
     @property
@@ -83,7 +90,7 @@ class SCN(nn.Module):
         return self.alpha_max * torch.tanh(self.head(torch.cat([cosines, t, c], dim=-1))[..., 0])
 
     def pairwise(self, corrected: torch.Tensor, peak: torch.Tensor, images: torch.Tensor,
-                 chunk: int = 64) -> torch.Tensor:
+                 chunk: int = 16) -> torch.Tensor:
         """[I, C] Delta s for every image against every caption; the text context is computed once
         per caption, the cross-modal part per pair in chunks of captions."""
         t = self.text_context(torch.cat([peak, corrected], dim=-1))              # [C, ctx]
@@ -109,13 +116,15 @@ class PeakPatch(nn.Module):
     ``scn_only`` (f_hat = f_T), ``no_anchor`` (ECN without h^{l_a}) and ``detached`` (the SCN sees
     f_hat without gradient, so L_SCN cannot shape the ECN)."""
 
-    def __init__(self, width: int, embed_dim: int, variant: str = "joint", dropout: float = 0.1):
+    def __init__(self, width: int, embed_dim: int, variant: str = "joint", dropout: float = 0.1,
+                 identity_init: bool = True):
         super().__init__()
         if variant not in VARIANTS:
             raise ValueError(f"unknown PeakPatch variant {variant!r}; expected one of {VARIANTS}")
         self.variant = variant
         self.ecn = None if variant == "scn_only" else ECN(width, embed_dim, dropout=dropout,
-                                                          use_anchor=variant != "no_anchor")
+                                                          use_anchor=variant != "no_anchor",
+                                                          identity_init=identity_init)
         self.scn = None if variant == "ecn_only" else SCN(embed_dim)
 
     def corrected(self, batch: dict) -> torch.Tensor:

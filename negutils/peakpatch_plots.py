@@ -7,13 +7,46 @@ import seaborn as sns
 
 
 def plot_training(history: pd.DataFrame):
-    """Held-out MCQ accuracy and total loss per epoch for every variant."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4))
-    sns.lineplot(data=history, x="epoch", y="held-out MCQ accuracy", hue="variant", marker="o", ax=left)
-    sns.lineplot(data=history, x="epoch", y="loss total", hue="variant", marker="o", ax=right, legend=False)
-    left.set_title("held-out MCQ accuracy (the checkpoint criterion)")
+    """Held-out NegMCQ accuracy and total loss per epoch for every run (column ``run``)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8))
+    sns.lineplot(data=history, x="epoch", y="held-out MCQ accuracy", hue="run", marker="o", ax=left, legend=False)
+    sns.lineplot(data=history[history["epoch"] > 0], x="epoch", y="loss total", hue="run", marker="o", ax=right)
+    left.set_title("held-out NegMCQ accuracy (the checkpoint criterion)")
     right.set_title("training loss L_ECN + lambda L_SCN")
     right.set_ylabel("mean loss per epoch")
+    right.legend(title="run", bbox_to_anchor=(1.01, 1), loc="upper left", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_protocols(table: pd.DataFrame):
+    """MCQ on val per template for each method under each negation-data protocol."""
+    long = table.melt(id_vars=["protocol", "method"], value_vars=["Aff", "Neg", "Hyb", "MCQ val"],
+                      var_name="template", value_name="accuracy %").replace({"template": {"MCQ val": "Avg"}})
+    grid = sns.catplot(data=long, x="method", y="accuracy %", hue="template", col="protocol", kind="bar",
+                       height=3.4, aspect=1.1)
+    grid.set_axis_labels("", "MCQ accuracy on val (%)")
+    grid.set_titles("protocol: {col_name}")
+    for ax in grid.axes.flat:
+        ax.tick_params(axis="x", rotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+    grid.figure.tight_layout()
+    return grid.figure
+
+
+def plot_score_corrections(deltas: pd.DataFrame):
+    """Delta s of the SCN on benchmark MCQ options by option polarity and truth, per protocol
+    (column ``protocol``): a shortcut "negation is false" shows as about -0.2 on every negated option."""
+    frame = deltas.assign(option=deltas["negated"].map({True: "negated", False: "affirmative"}) + ", "
+                          + deltas["true"].map({True: "true", False: "false"}))
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    sns.boxplot(data=frame, x="option", y="delta s", hue="protocol", ax=ax, fliersize=1,
+                order=["affirmative, true", "affirmative, false", "negated, true", "negated, false"])
+    ax.axhline(0, color="grey", linewidth=0.8)
+    ax.set_xlabel("benchmark MCQ option")
+    ax.set_ylabel("SCN correction Delta s")
+    ax.legend(title="protocol", bbox_to_anchor=(1.01, 1), loc="upper left")
     fig.tight_layout()
     return fig
 

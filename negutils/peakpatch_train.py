@@ -1,55 +1,64 @@
-"""Joint training of PeakPatch on cached frozen features (PeakPatch sec. 3.4, App. 0.I).
+"""Joint training of PeakPatch on cached frozen features (PeakPatch sec. 3.4, App. 0.I), on the
+negation data of one protocol (``negutils.training_data``).
 
     L = L_ECN + lambda_SCN * L_SCN
-    L_ECN: symmetric InfoNCE at logit scale 100; image -> text normalises over all 2B corrected
-           captions of the batch (each image's affirmative and negated caption), so the negated
-           captions are hard negatives; text -> image over the B images, for affirmative captions.
-    L_SCN: 4-way cross-entropy over cos(f_I, f_hat) + Delta s of each in-batch MCQ (its caption,
-           its negated caption, two captions of other images) plus mean (Delta s)^2.
+    L_ECN: symmetric InfoNCE at logit scale 100 over the batch's images and one positive caption
+           per image (under ``negbench``, an affirmative or NegCap caption); the protocol's hard
+           negatives (present-object negations) join the image -> text denominator.
+    L_SCN: K-way cross-entropy over cos(f_I, f_hat) + Delta s of each image's MCQ (NegMCQ, or
+           App. 0.J's caption-vs-its-negation question) plus a penalty on mean (Delta s)^2.
 
-AdamW (weight decay 0.01) with separate learning rates for the ECN and the SCN, cosine annealing
-to 1% of each, gradient clipping at 1.0; the checkpoint kept is the epoch with the best held-out
-MCQ accuracy.
+The paper fixes the InfoNCE scale (100) but not the scale of the SCN's cross-entropy nor the
+weight of its Delta s penalty: both are config fields that chapter 03 sets by measurement
+(``scn_logit_scale``, ``delta_penalty``). AdamW (weight decay 0.01) with separate learning rates
+for the ECN and the SCN, cosine annealing to 1% of each, gradient clipping at 1.0; the checkpoint
+kept is the epoch with the best accuracy on the held-out images' NegMCQ.
 """
 from __future__ import annotations
 
 import copy
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .cache import atomic_save, config_hash
 from .features import TextFeatures
-from .negtrain import mcq_options
 from .peakpatch import PeakPatch
+from .training_data import NegationData, contrastive_loss, mcq_accuracy, mcq_loss, protocol_view
 
 
 @dataclass(frozen=True)
 class PeakPatchConfig:
     variant: str = "joint"
+    protocol: str = "negbench"
     epochs: int = 10
     batch_size: int = 1024
     lr_ecn: float = 1e-5
     lr_scn: float = 1e-4
     weight_decay: float = 0.01
     lambda_scn: float = 1.0
-    logit_scale: float = 100.0
+    logit_scale: float = 100.0        # the ECN's InfoNCE (App. 0.I)
+    scn_logit_scale: float = 100.0    # the SCN's cross-entropy: open in the paper
+    delta_penalty: float = 1.0        # weight of mean (Delta s)^2: open in the paper
+    identity_init: bool = True        # ECN starts at f_hat = f_T: open in the paper
     grad_clip: float = 1.0
     final_lr_fraction: float = 0.01
     dropout: float = 0.1
     seed: int = 0
 
     @classmethod
-    def from_settings(cls, settings) -> "PeakPatchConfig":
-        """The budget of a profile's ``PeakPatchSettings`` (chapter 03's runs, and the joint model
-        chapters 04 and 05 stack on)."""
-        return cls(epochs=settings.epochs, batch_size=settings.batch_size, lr_ecn=settings.lr_ecn,
-                   lr_scn=settings.lr_scn)
+    def from_settings(cls, settings, **overrides) -> "PeakPatchConfig":
+        """The budget and the measured choices of a profile's ``PeakPatchSettings`` (chapter 03's
+        runs, and the joint model chapters 04, 05 and 07 stack on)."""
+        return cls(**{"epochs": settings.epochs, "batch_size": settings.batch_size, "lr_ecn": settings.lr_ecn,
+                      "lr_scn": settings.lr_scn, "scn_logit_scale": settings.scn_logit_scale,
+                      "delta_penalty": settings.delta_penalty, **overrides})
 
 
 def feature_batch(features: TextFeatures, indices) -> dict:
@@ -61,49 +70,49 @@ def feature_batch(features: TextFeatures, indices) -> dict:
     return batch
 
 
-def losses(model: PeakPatch, batch: dict, images: torch.Tensor, options: np.ndarray, config: PeakPatchConfig
+def losses(model: PeakPatch, features: dict, images: torch.Tensor, batch: dict, config: PeakPatchConfig
            ) -> dict[str, torch.Tensor]:
-    """The loss terms for one batch: ``batch`` holds B affirmative then B negated captions,
-    ``images`` the B images, ``options`` [B, 4] MCQ option rows (column 0 correct)."""
-    n = len(images)
-    corrected = model.corrected(batch)
+    """The loss terms of one batch: ``features`` of the batch's distinct captions, ``images`` [B, d]
+    and ``batch`` as ``ProtocolView.batch`` lays it out (indices into those captions)."""
+    corrected = model.corrected(features)
     out = {}
     if model.ecn is not None:
-        logits = config.logit_scale * images @ corrected.T                          # [B, 2B]
-        targets = torch.arange(n)
-        out["ecn"] = (F.cross_entropy(logits, targets) + F.cross_entropy(logits[:, :n].T, targets)) / 2
-    if model.scn is not None:
-        opt = torch.from_numpy(options)
-        rows = torch.arange(n)[:, None].expand_as(opt)
-        image = images[rows]                                                          # [B, 4, d]
+        columns = torch.from_numpy(np.concatenate([batch["positives"], batch["negatives"]]))
+        out["ecn"] = contrastive_loss(images, corrected[columns], config.logit_scale)
+    if model.scn is not None and len(batch["mcq_rows"]):
+        opt = torch.from_numpy(batch["mcq"])
+        image = images[torch.from_numpy(batch["mcq_rows"])][:, None, :].expand(-1, 4, -1)   # [Q, 4, d]
         options_text = model.scn_view(corrected)[opt]
-        delta = model.delta(options_text, batch["proj_lp"][opt], image)
+        delta = model.delta(options_text, features["proj_lp"][opt], image)
         scores = (image * options_text).sum(-1) + delta
-        ce = F.cross_entropy(config.logit_scale * scores, torch.zeros(n, dtype=torch.long))
-        out["scn"] = ce + (delta ** 2).mean()
+        out["scn"] = mcq_loss(scores, batch["mcq_correct"], config.scn_logit_scale) + \
+            config.delta_penalty * (delta ** 2).mean()
     out["total"] = out.get("ecn", 0.0) + config.lambda_scn * out.get("scn", 0.0)
     return out
 
 
 @torch.no_grad()
-def mcq_accuracy(model: PeakPatch, features: TextFeatures, rows: np.ndarray, n_pairs: int, images: torch.Tensor,
-                 image_of_row: np.ndarray, seed: int = 0, batch_size: int = 512) -> float:
-    """Held-out 4-way accuracy: each row's caption against its negated counterpart and two
-    captions of other held-out images (ties count as wrong)."""
+def option_scores(model: PeakPatch, features: TextFeatures, images: torch.Tensor, mcq: pd.DataFrame,
+                  batch_size: int = 1024) -> torch.Tensor:
+    """[Q, 4] corrected scores cos(f_I, f_hat) + Delta s of each question's image and options."""
     model.eval()
-    options = mcq_options(len(rows), image_of_row[rows], np.random.default_rng(seed))
-    caption_ids = np.concatenate([rows, rows + n_pairs])
+    options = mcq[[f"option_{k}" for k in range(4)]].to_numpy()
+    unique, inverse = np.unique(options.ravel(), return_inverse=True)
     corrected, peak = [], []
-    for k in range(0, len(caption_ids), batch_size):
-        batch = feature_batch(features, caption_ids[k:k + batch_size])
+    for k in range(0, len(unique), batch_size):
+        batch = feature_batch(features, unique[k:k + batch_size])
         corrected.append(model.corrected(batch))
         peak.append(batch["proj_lp"])
     corrected, peak = torch.cat(corrected), torch.cat(peak)
-    opt = torch.from_numpy(options)
-    image = images[image_of_row[rows]][:, None, :].expand(-1, 4, -1)
-    scores = (image * corrected[opt]).sum(-1) + model.delta(corrected[opt], peak[opt], image)
-    best_other = scores[:, 1:].max(dim=1).values
-    return float((scores[:, 0] > best_other).float().mean())
+    opt = torch.from_numpy(inverse.reshape(-1, 4))
+    image = images[torch.as_tensor(mcq["image_index"].to_numpy(dtype=np.int64, copy=True))][:, None, :].expand(-1, 4, -1)
+    return (image * corrected[opt]).sum(-1) + model.delta(corrected[opt], peak[opt], image)
+
+
+def held_out_accuracy(model: PeakPatch, features: TextFeatures, data: NegationData) -> float:
+    """4-way accuracy on the held-out images' NegMCQ (ties count as wrong)."""
+    mcq = data.held_out_mcq()
+    return mcq_accuracy(option_scores(model, features, data.images, mcq), mcq["correct"].to_numpy())
 
 
 def _lr_lambda(total_steps: int, final_fraction: float):
@@ -113,38 +122,50 @@ def _lr_lambda(total_steps: int, final_fraction: float):
     return factor
 
 
-def train_peakpatch(features: TextFeatures, image_features: torch.Tensor, pairs: pd.DataFrame,
-                    train_rows: np.ndarray, held_rows: np.ndarray, config: PeakPatchConfig,
+def new_model(features: TextFeatures, config: PeakPatchConfig) -> PeakPatch:
+    width, dim = int(features.index["width"]), int(features.index["embed_dim"])
+    return PeakPatch(width, dim, config.variant, dropout=config.dropout, identity_init=config.identity_init)
+
+
+def train_peakpatch(features: TextFeatures, data: NegationData, config: PeakPatchConfig,
                     progress: bool = True) -> tuple[PeakPatch, pd.DataFrame]:
-    """Train one variant. ``features`` caches the captions ``list(pairs.caption) + list(pairs.negated)``;
-    ``image_features`` [n_images, d] is indexed by ``pairs.image_index``. Returns the best model (by
-    held-out MCQ accuracy) and the per-epoch history."""
-    n_pairs = len(pairs)
-    if len(features) != 2 * n_pairs:
-        raise ValueError(f"the feature cache holds {len(features)} captions, expected 2 x {n_pairs} pairs")
+    """Train one variant on ``config.protocol``'s data. ``features`` caches ``data.captions``;
+    ``data.images`` [n_images, d] holds the split's image embeddings. Returns the best model (by
+    held-out NegMCQ accuracy, epoch 0 being the untrained modules) and the per-epoch history."""
+    if len(features) != len(data.captions):
+        raise ValueError(f"the feature cache holds {len(features)} captions, the negation data {len(data.captions)}")
+    if data.images is None:
+        raise ValueError("the negation data has no image embeddings: build it with prepare_negation_data")
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    image_of_row = pairs["image_index"].to_numpy()
-    width, dim = int(features.index["width"]), int(features.index["embed_dim"])
-    model = PeakPatch(width, dim, config.variant, dropout=config.dropout)
+    view = protocol_view(data, config.protocol)
+    if config.variant == "ecn_only":   # nothing reads the MCQ: leave its captions out of the batches
+        view.mcq_correct = np.full_like(view.mcq_correct, -1)
+    model = new_model(features, config)
     groups = [{"params": list(m.parameters()), "lr": lr}
               for m, lr in ((model.ecn, config.lr_ecn), (model.scn, config.lr_scn)) if m is not None]
     optimizer = torch.optim.AdamW(groups, weight_decay=config.weight_decay)
-    steps_per_epoch = max(1, len(train_rows) // config.batch_size)
+    steps_per_epoch = max(1, len(view.images) // config.batch_size)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _lr_lambda(config.epochs * steps_per_epoch, config.final_lr_fraction))
-    history, best, best_state = [], -1.0, None
-    bar = tqdm(total=config.epochs * steps_per_epoch, desc=f"PeakPatch {config.variant}", disable=not progress)
+    best = held_out_accuracy(model, features, data)
+    history, best_state = [{"variant": config.variant, "protocol": config.protocol, "epoch": 0,
+                            "held-out MCQ accuracy": best}], copy.deepcopy(model.state_dict())
+    bar = tqdm(total=config.epochs * steps_per_epoch, desc=f"PeakPatch {config.variant} [{config.protocol}]",
+               disable=not progress)
     for epoch in range(1, config.epochs + 1):
         started = time.perf_counter()
         model.train()
-        order = rng.permutation(train_rows)
+        order = rng.permutation(len(view.images))
         sums: dict[str, float] = {}
         for step in range(steps_per_epoch):
             rows = order[step * config.batch_size:(step + 1) * config.batch_size]
-            batch = feature_batch(features, np.concatenate([rows, rows + n_pairs]))
-            options = mcq_options(len(rows), image_of_row[rows], rng)
-            terms = losses(model, batch, image_features[image_of_row[rows]], options, config)
+            batch = view.batch(rows, rng)
+            terms = losses(model, feature_batch(features, batch["captions"]), data.images[view.images[rows]],
+                           batch, config)
+            if not torch.is_tensor(terms["total"]):   # an SCN-only batch without any MCQ: nothing to learn
+                bar.update()
+                continue
             optimizer.zero_grad()
             terms["total"].backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -154,8 +175,9 @@ def train_peakpatch(features: TextFeatures, image_features: torch.Tensor, pairs:
                 sums[k] = sums.get(k, 0.0) + float(v.detach())
             bar.update()
         seconds = time.perf_counter() - started      # training only, before the held-out evaluation
-        accuracy = mcq_accuracy(model, features, held_rows, n_pairs, image_features, image_of_row, config.seed)
-        history.append({"variant": config.variant, "epoch": epoch, "held-out MCQ accuracy": accuracy,
+        accuracy = held_out_accuracy(model, features, data)
+        history.append({"variant": config.variant, "protocol": config.protocol, "epoch": epoch,
+                        "held-out MCQ accuracy": accuracy,
                         **{f"loss {k}": v / steps_per_epoch for k, v in sums.items()},
                         "samples/s": steps_per_epoch * config.batch_size / seconds})
         if accuracy > best:
@@ -166,44 +188,102 @@ def train_peakpatch(features: TextFeatures, image_features: torch.Tensor, pairs:
     return model, pd.DataFrame(history)
 
 
-def train_variants(features: TextFeatures, data, variants, base: PeakPatchConfig, progress: bool = True
-                   ) -> tuple[dict[str, PeakPatch], pd.DataFrame]:
-    """Every Table 5 variant with the same data, budget and seed."""
+def ensure_peakpatch(features: TextFeatures, data: NegationData, config: PeakPatchConfig, root,
+                     progress: bool = True) -> tuple[PeakPatch, pd.DataFrame]:
+    """Train ``config`` once and keep its weights and history under ``root``, keyed by the feature
+    cache, the data and the config; later runs and chapters (KTN and LCSE on ECN embeddings) load
+    them instead of retraining."""
+    key = config_hash({"features": features.folder.name, "config": asdict(config), "captions": len(data.captions),
+                       "train": data.train_images.tolist(), "held": data.held_images.tolist()})
+    path = Path(root) / f"peakpatch-{config.variant}-{config.protocol}-{key}.pt"
+    history_path = path.with_suffix(".history.csv")
+    if path.exists() and history_path.exists():
+        model = new_model(features, config)
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        return model.eval(), pd.read_csv(history_path)
+    model, history = train_peakpatch(features, data, config, progress)
+    atomic_save(history_path, lambda tmp: history.to_csv(tmp, index=False))
+    atomic_save(path, lambda tmp: torch.save(model.state_dict(), tmp))
+    return model, history
+
+
+def train_variants(features: TextFeatures, data: NegationData, runs: dict[str, PeakPatchConfig], root,
+                   progress: bool = True) -> tuple[dict[str, PeakPatch], pd.DataFrame]:
+    """Every named config (variants, protocols, ablations) on the same features and data."""
     models, histories = {}, []
-    for variant in variants:
-        config = PeakPatchConfig(**{**base.__dict__, "variant": variant})
-        models[variant], history = train_peakpatch(features, data.images, data.pairs, data.train_rows,
-                                                   data.held_rows, config, progress)
-        histories.append(history)
+    for name, config in runs.items():
+        models[name], history = ensure_peakpatch(features, data, config, root, progress)
+        histories.append(history.assign(run=name))
     return models, pd.concat(histories, ignore_index=True)
 
 
-def layer_sweep(folders: dict, data, base: PeakPatchConfig, progress: bool = True) -> pd.DataFrame:
-    """Held-out MCQ accuracy of the joint model per (l_p, l_a) (PeakPatch Fig. 4)."""
+def layer_sweep(folders: dict, data: NegationData, base: PeakPatchConfig, root, progress: bool = True
+                ) -> pd.DataFrame:
+    """Held-out NegMCQ accuracy of the joint model per (l_p, l_a) (PeakPatch Fig. 4)."""
     rows = []
     for (l_p, l_a), folder in tqdm(sorted(folders.items()), desc="layer sweep", disable=not progress):
-        _, history = train_peakpatch(TextFeatures(folder), data.images, data.pairs, data.train_rows,
-                                     data.held_rows, base, progress=False)
+        _, history = ensure_peakpatch(TextFeatures(folder), data, base, root, progress=False)
         rows.append({"l_p": l_p, "l_a": l_a, "held-out MCQ accuracy": history["held-out MCQ accuracy"].max()})
     return pd.DataFrame(rows)
 
 
-def ensure_peakpatch(features: TextFeatures, data, config: PeakPatchConfig, root, progress: bool = True
-                     ) -> PeakPatch:
-    """Train ``config.variant`` once and keep its weights under ``root``, keyed by the feature cache
-    and the config; later chapters (KTN and LCSE on ECN embeddings) load them instead of retraining."""
-    from pathlib import Path
+# ----------------------------------------------------------------------------- what the paper leaves open
 
-    from .cache import atomic_save, config_hash
+DESIGN_FIELDS = ("identity_init", "scn_logit_scale", "delta_penalty")
 
-    key = config_hash({"features": features.folder.name, "config": config,
-                       "pairs": len(data.pairs)})
-    path = Path(root) / f"peakpatch-{config.variant}-{key}.pt"
-    width, dim = int(features.index["width"]), int(features.index["embed_dim"])
-    if path.exists():
-        model = PeakPatch(width, dim, config.variant, dropout=config.dropout)
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        return model.eval()
-    model, _ = train_peakpatch(features, data.images, data.pairs, data.train_rows, data.held_rows, config, progress)
-    atomic_save(path, lambda tmp: torch.save(model.state_dict(), tmp))
-    return model
+
+def scn_candidates(base: PeakPatchConfig, scales, penalties) -> dict[str, PeakPatchConfig]:
+    """The joint model at every (SCN logit scale, Delta s penalty) candidate."""
+    return {f"SCN scale {s:g}, penalty {p:g}": replace(base, scn_logit_scale=s, delta_penalty=p)
+            for s in scales for p in penalties}
+
+
+def design_table(runs: dict[str, PeakPatchConfig], histories: pd.DataFrame, questions: int) -> pd.DataFrame:
+    """One row per candidate: its open choices and its best held-out NegMCQ accuracy over
+    ``questions`` questions. ``chosen`` marks the best only when it beats the first candidate (the
+    reference) by at least one standard error of an accuracy over that many questions; a lead
+    within the noise keeps the reference."""
+    best = histories.groupby("run", sort=False)["held-out MCQ accuracy"].max()
+    table = pd.DataFrame([{"candidate": name, **{f: getattr(c, f) for f in DESIGN_FIELDS},
+                           "held-out MCQ accuracy": float(best[name])} for name, c in runs.items()])
+    accuracy = table["held-out MCQ accuracy"]
+    table["standard error"] = np.sqrt(accuracy * (1 - accuracy) / questions)
+    leader = int(accuracy.idxmax())
+    chosen = leader if accuracy[leader] - accuracy[0] >= table["standard error"][0] else 0
+    table["chosen"] = table.index == chosen
+    return table
+
+
+def chosen_design(table: pd.DataFrame) -> dict:
+    """The open choices of the chosen row of ``design_table``, as PeakPatchConfig fields."""
+    row = table[table["chosen"].astype(bool)].iloc[0]
+    return {"identity_init": bool(row["identity_init"]), "scn_logit_scale": float(row["scn_logit_scale"]),
+            "delta_penalty": float(row["delta_penalty"])}
+
+
+def load_design(profile) -> dict:
+    """The choices chapter 03 measured for ``profile`` (``results/03_peakpatch_design.csv``): how
+    the chapters that stack on PeakPatch get the same model."""
+    from .results import read_results
+
+    return chosen_design(read_results(profile, "03_peakpatch_design"))
+
+
+@torch.no_grad()
+def initial_cosine(features: TextFeatures, config: PeakPatchConfig, n: int = 512) -> float:
+    """Mean cos(f_hat, f_T) of an untrained ECN over the first ``n`` cached captions: 1 under
+    ``identity_init``, far below under PyTorch's default initialisation."""
+    torch.manual_seed(config.seed)
+    model = new_model(features, replace(config, variant="joint")).eval()
+    batch = feature_batch(features, np.arange(min(n, len(features))))
+    return float((model.corrected(batch) * batch["final"]).sum(-1).mean())
+
+
+def run_plan(base: PeakPatchConfig, protocols, variants, default_protocol: str = "negbench"
+             ) -> dict[tuple[str, str], PeakPatchConfig]:
+    """(protocol, variant) -> config for chapter 03's main runs: every variant under the default
+    protocol, joint / ECN only / SCN only under the others."""
+    return {(protocol, variant): replace(base, protocol=protocol, variant=variant)
+            for protocol in protocols
+            for variant in (variants if protocol == default_protocol else
+                            [v for v in variants if v in ("joint", "ecn_only", "scn_only")])}

@@ -34,17 +34,27 @@ class DiagnosisConfig:
 
 @dataclass(frozen=True)
 class PeakPatchSettings:
-    """Chapter 03's training budget. The paper: 10 epochs, batch 1024, lr 1e-5 (ECN) / 1e-4 (SCN)."""
+    """Chapter 03's training budget and the candidates it measures. The paper: 10 epochs, batch 1024,
+    lr 1e-5 (ECN) / 1e-4 (SCN)."""
     epochs: int = 10
     batch_size: int = 1024
     lr_ecn: float = 1e-5
     lr_scn: float = 1e-4
+    protocols: tuple[str, ...] = ("negbench", "hard-negatives", "mixed")   # the first is the default
     variants: tuple[str, ...] = ("joint", "ecn_only", "scn_only", "no_anchor", "detached")
+    # what the paper leaves open, measured on held-out NegMCQ (the first candidate is the fallback)
+    scn_logit_scales: tuple[float, ...] = (100.0, 10.0)
+    delta_penalties: tuple[float, ...] = (1.0, 10.0)
+    scn_logit_scale: float = 100.0     # used where chapter 03 has not measured (its first candidates)
+    delta_penalty: float = 1.0
     sweep_l_p: tuple[int, ...] = (2, 4, 6, 8, 10, 12)
     sweep_l_a: tuple[int, ...] = (2, 4, 6)
     sweep_epochs: int = 10
+    sweep_images: int | None = None    # negtrain images the layer sweep trains on (None: all)
     negfull_alphas: tuple[float, ...] = (0.0, 0.5, 0.9, 0.99, 1.0)
-    negfull_pairs: int | None = None   # None: every training pair
+    # protocols whose NegFull alpha is swept; the others reuse the first one's choice
+    negfull_alpha_protocols: tuple[str, ...] = ("negbench", "hard-negatives", "mixed")
+    negfull_images: int | None = None  # training images per NegFull run, one epoch (None: all)
     negfull_lr: float = 1e-5
     negfull_batch_size: int = 256
 
@@ -83,8 +93,9 @@ PROFILES: dict[str, Profile] = {
         diagnosis=DiagnosisConfig(diagnostic_pairs=100, bootstrap=100, ranking_pairs=20, min_per_quadrant=1,
                                   max_pairs=40),
         peakpatch=PeakPatchSettings(epochs=2, batch_size=16, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(4, 12),
-                                    sweep_l_a=(2,), sweep_epochs=1, negfull_alphas=(0.5, 1.0), negfull_pairs=32,
-                                    negfull_lr=1e-5, negfull_batch_size=16),
+                                    sweep_l_a=(2,), sweep_epochs=1, scn_logit_scales=(100.0, 10.0),
+                                    delta_penalties=(1.0,), negfull_alphas=(0.5, 1.0), negfull_images=32,
+                                    negfull_lr=1e-5, negfull_batch_size=16, negfull_alpha_protocols=("negbench",)),
         negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=8 * 128, sweep_rates=(0.0, 0.05),
                                            mcq_questions=200, diagnostic_pairs=60, bootstrap=20,
                                            calibration_samples=10),
@@ -94,12 +105,16 @@ PROFILES: dict[str, Profile] = {
         name="cpu",
         world=WorldConfig(pretrain=30_000, negtrain=8_000, val=2_000, ood=1_000),
         pretrain=PretrainConfig(model_name="negbook-organism", samples=440 * 128, batch_size=128),
-        # 2,000 images instead of COCO's 5,000: M_min=10 leaves only 2 triples for 3C, so 5
-        benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=5, m_max=50)),
-        # ~5k training pairs instead of ~1M: learning rates x10, batch 256, so each run takes seconds
+        # 2,000 images instead of COCO's 5,000: M_min=10 leaves only 2 triples for 3C, so 5. FACTOR's
+        # operator split keeps LCSE Table 3's counts (so "All" weights operators alike); 23 concepts
+        # instead of COCO's 79 need caps of 15 per pair (NOT: 300 / 23 per concept) and 25 per concept
+        # (250 two-concept samples) instead of the paper's 5 and 10
+        benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=5, m_max=50),
+                                   factor=FactorConfig(operator_per_pair=15, operator_per_concept=25)),
+        # ~7k training images instead of ~1M pairs: learning rates x10, batch 256, so each run takes seconds
         peakpatch=PeakPatchSettings(batch_size=256, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(1, 2, 4, 8, 12),
-                                    sweep_l_a=(1, 2, 4), sweep_epochs=5, negfull_pairs=2560, negfull_lr=5e-5,
-                                    negfull_batch_size=128),
+                                    sweep_l_a=(1, 2, 4), sweep_epochs=5, sweep_images=2000, negfull_images=1280,
+                                    negfull_lr=5e-5, negfull_batch_size=128, negfull_alpha_protocols=("negbench",)),
         # the pilot: three rates at a third of the organism's budget; full_sweep=True runs all six at full budget
         negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.01, 0.05), pilot_samples=150 * 128),
         description="the default book: the organism pretrained for about 10 minutes on 2 CPU cores",

@@ -13,6 +13,9 @@ from .factor import pairwise_fields
 from .logic import flat, literal
 from .phrasing import plural
 
+# the affirmative and the negated caption of a pair; {X} is the plural noun
+EXISTENCE_TEMPLATES = ("There are {X}.", "There are no {X}.")
+
 
 def build_existence(split: CocoSplit, n_samples: int = 500, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng([seed, 0x5A15E])
@@ -27,7 +30,7 @@ def build_existence(split: CocoSplit, n_samples: int = 500, seed: int = 0) -> pd
         if not pool:
             continue
         concept = pool[int(rng.integers(len(pool)))]
-        affirmative, negated = f"There are {plural(concept)}.", f"There are no {plural(concept)}."
+        affirmative, negated = (t.format(X=plural(concept)) for t in EXISTENCE_TEMPLATES)
         true, false = (affirmative, negated) if want_present else (negated, affirmative)
         parse_true = flat("SINGLE", literal(concept, not want_present))
         parse_false = flat("SINGLE", literal(concept, want_present))

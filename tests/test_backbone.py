@@ -41,7 +41,8 @@ def test_eos_index_and_mask_follow_caption_length(tiny):
     out = tiny.encode_text_layers(CAPTIONS, token_layers=[8, 12])
     assert out.eos_index.tolist() == [n + 1 for n in lengths]  # SOT, n tokens, then EOT
     assert out.mask.sum(dim=1).tolist() == [n + 2 for n in lengths]
-    assert out.tokens[8].shape == (len(CAPTIONS), tiny.context_length, 64)
+    # positions after the longest caption's EOS are never computed: a causal tower cannot use them
+    assert out.tokens[8].shape == (len(CAPTIONS), max(lengths) + 2, 64)
     # the token sequence after ln_final, projected at EOS, is the final embedding
     rows = torch.arange(len(CAPTIONS))
     eos_tokens = out.tokens[12][rows, out.eos_index]
@@ -144,3 +145,14 @@ def test_taps_follow_the_pool_type_of_siglip_like_towers(siglip_like):
     assert out.eos_index.tolist() == [15] * len(CAPTIONS)  # "last" pooling reads the final position
     reference = F.normalize(siglip_like.model.encode_text(siglip_like.tokenize(CAPTIONS)), dim=-1)
     assert torch.allclose(out.layer(3), reference, atol=1e-5)
+
+
+def test_trimmed_encoding_equals_the_full_context_forward(tiny):
+    """encode_text runs each batch of similar-length captions only up to its longest EOS; the
+    result is open_clip's full-context encode_text to float rounding, rows in the input order."""
+    captions = CAPTIONS + ["a cat", "a much longer caption about a dog that sits on a red bench near a tree"]
+    with torch.no_grad():
+        full = tiny.model.encode_text(tiny.tokenize(captions), normalize=True)
+    assert tiny.text_tower.trims
+    assert torch.allclose(tiny.encode_text(captions, batch_size=2), full, atol=1e-6)
+    assert torch.allclose(tiny.encode_text_layers(captions, token_layers=[3], batch_size=2).final, full, atol=1e-6)

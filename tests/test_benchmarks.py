@@ -1,4 +1,5 @@
 """COCO-Confusion, FACTOR-Bench and VALSE-style pairs: definitions hold on every sample."""
+import dataclasses
 import json
 
 import pytest
@@ -131,3 +132,18 @@ def test_benchmark_files_are_byte_identical_and_cached(split, tmp_path):
     again = ensure_benchmarks(split, cfg, tmp_path / "a", "key")
     assert (again.root / "mcq.csv").stat().st_mtime_ns == mtime and again.mcq.equals(a.mcq)
     assert ensure_benchmarks(split, cfg, tmp_path / "a", "other-world").root != a.root
+
+
+def test_cpu_factor_operator_counts_follow_lcse_table_3(tmp_path):
+    """LCSE Table 3's "All" weights operators by their sample counts; the cpu profile's operator
+    split has exactly those counts, so our "All" is the same weighted mean."""
+    from negutils.factor import PAPER_OPERATOR_COUNTS
+    from negutils.profiles import get_profile
+
+    cpu = get_profile("cpu")
+    root = build_world(dataclasses.replace(cpu.world, pretrain=4, negtrain=4, ood=4), tmp_path / "w", progress=False)
+    frame = build_factor(load_split(root / "val"), cpu.benchmarks.factor)
+    counts = frame[frame["split"] == "operator"]["test"].value_counts().to_dict()
+    assert counts == dict(PAPER_OPERATOR_COUNTS)
+    with pytest.raises(ValueError, match="unknown operators"):
+        build_factor(load_split(root / "val"), FactorConfig(operator_samples=(("XOR", 5),)))

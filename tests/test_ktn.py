@@ -105,3 +105,21 @@ def test_a_second_query_on_a_gallery_encodes_only_its_own_text():
     before = len(encoded)
     ktn.score(GALLERY, ["A dog is present but no cat."])
     assert encoded[before:] == ["A dog is present but no cat.", "A dog is present"]   # the query and its stripped view
+
+
+def test_embedding_correction_follows_the_written_formula_and_keeps_the_direction_variant():
+    import torch.nn.functional as F
+
+    from negutils.ktn import EmbeddingCorrectionScorer
+
+    # e_c = (1, 0.2, 0, 0, 0) for the query, e_neg = the dog axis, a = the neutral axis (basis 3)
+    formula = EmbeddingCorrectionScorer(None, bag_of_concepts_encoder, lam=1.9)
+    e = F.normalize(torch.tensor([1.0, 0.2, 0, 0, 0]), dim=0)
+    expected = F.normalize(e - 1.9 * (torch.tensor([0, float(e[1]), 0, 0, 0]) - basis(3)), dim=0)
+    assert torch.allclose(formula.corrected([QUERY])[0], expected, atol=1e-5)
+    direction = EmbeddingCorrectionScorer(None, bag_of_concepts_encoder, lam=1.9, variant="direction")
+    d = F.normalize(basis(1) - basis(3), dim=0)
+    expected = F.normalize(e - 1.9 * (e @ d) * d, dim=0)
+    assert torch.allclose(direction.corrected([QUERY])[0], expected, atol=1e-5)
+    with pytest.raises(ValueError, match="unknown Embedding Correction variant"):
+        EmbeddingCorrectionScorer(None, bag_of_concepts_encoder, variant="both")

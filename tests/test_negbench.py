@@ -19,10 +19,13 @@ def mcq(val):
     return build_mcq(val, MCQConfig(seed=1))
 
 
-def test_schema_and_three_questions_per_image(mcq, val):
+def test_schema_and_one_question_per_image_as_negbench_builds_it(mcq, val):
     assert list(mcq.columns[:len(MCQ_COLUMNS)]) == MCQ_COLUMNS
-    assert mcq.groupby("image_id").size().max() == 3
+    assert mcq["image_id"].is_unique and len(mcq) == len(val)
     assert set(mcq["correct_answer_template"]) == {"positive", "negative", "hybrid"}
+    three = build_mcq(val, MCQConfig(seed=1, questions_per_image=3))
+    assert three.groupby("image_id").size().max() == 3 and three.groupby("image_id")[
+        "correct_answer_template"].nunique().max() == 3
 
 
 def test_exactly_one_option_is_true_under_the_ground_truth(mcq, val):

@@ -82,8 +82,16 @@ def test_notebook_results_are_csv(smoke_book):
     methods = set(peakpatch["method"])
     assert {"vanilla", "PeakPatch (joint)", "ECN only", "SCN only", "w/o anchor", "Detached SCN"} <= methods
     assert any(m.startswith("NegFull alpha=") for m in methods)
+    assert {"PeakPatch (joint) [hard-negatives]", "SCN only [mixed]"} <= methods
+    protocols = read_results(get_profile("smoke"), "03_protocol_table")
+    assert set(protocols["protocol"]) == {"frozen", "negbench", "hard-negatives", "mixed"}
+    alphas = read_results(get_profile("smoke"), "03_negfull_alphas")
+    assert alphas.groupby("protocol")["chosen"].sum().eq(1).all()
+    assert read_results(get_profile("smoke"), "03_peakpatch_design")["chosen"].sum() == 1
+    assert set(read_results(get_profile("smoke"), "03_verdicts")["verdict"]) <= {"reproduced", "partly", "not reproduced"}
     ktn = read_results(get_profile("smoke"), "04_results")
-    assert {"vanilla", "EC", "KTN", "KTN (projection only)", "KTN on PeakPatch ECN"} <= set(ktn["method"])
+    assert {"vanilla", "EC", "EC (direction)", "KTN", "KTN (projection only)", "KTN on PeakPatch ECN"} <= set(
+        ktn["method"])
     assert {"confusion_2c", "factor_operator", "mcq"} <= set(ktn["task"])
     coverage = read_results(get_profile("smoke"), "04_parser_coverage")
     assert coverage["unparsed"].between(0, 1).all() and "NegBench MCQ" in set(coverage["benchmark"])

@@ -55,18 +55,48 @@ def test_scn_correction_is_bounded_by_alpha_max():
                                                                          b["final"][2].expand(6, -1)), atol=1e-6)
 
 
+def _batch_layout(n_captions=6):
+    """Three images whose positives are captions 0-2, one hard negative (3) and one MCQ each."""
+    return {"captions": np.arange(n_captions), "positives": np.array([0, 1, 2]), "negatives": np.array([3]),
+            "mcq": np.array([[0, 3, 1, 2], [1, 4, 0, 2], [2, 5, 0, 1]]), "mcq_rows": np.arange(3),
+            "mcq_correct": np.array([0, 0, 0])}
+
+
 @pytest.mark.parametrize("variant, reaches_ecn", [("joint", True), ("detached", False)])
 def test_scn_loss_reaches_the_ecn_only_when_not_detached(variant, reaches_ecn):
     torch.manual_seed(0)
-    model = PeakPatch(64, 64, variant)
-    b = random_batch()
+    model = PeakPatch(64, 64, variant, identity_init=False)
     images = F.normalize(torch.randn(3, 64), dim=-1)
-    options = np.array([[0, 3, 1, 2], [1, 4, 0, 2], [2, 5, 0, 1]])
     config = PeakPatchConfig(variant=variant, lambda_scn=1.0)
-    terms = losses(model, b, images, options, config)
+    terms = losses(model, random_batch(), images, _batch_layout(), config)
     terms["scn"].backward()
     grad = model.ecn.query.grad
     assert (grad is not None and grad.abs().sum() > 0) == reaches_ecn
+
+
+def test_ecn_is_the_identity_at_init_unless_asked_otherwise():
+    b = random_batch()
+    args = ("final", "eos_lp", "eos_la", "tokens", "mask")
+    torch.manual_seed(0)
+    same = F.cosine_similarity(ECN(64, 64).eval()(*[b[k] for k in args]), b["final"])
+    torch.manual_seed(0)
+    rotated = F.cosine_similarity(ECN(64, 64, identity_init=False).eval()(*[b[k] for k in args]), b["final"])
+    assert (same > 0.99).all() and torch.allclose(same, torch.ones(6), atol=1e-6)
+    assert rotated.mean() < 0.9
+    # zero-initialised, the last layer still learns: its gradient is not zero
+    ecn = ECN(64, 64)
+    ecn(*[b[k] for k in args]).sum().backward()
+    assert ecn.mlp[-1].weight.grad.abs().sum() > 0
+
+
+def test_hard_negatives_enter_only_the_image_to_text_denominator():
+    from negutils.training_data import contrastive_loss
+
+    images = F.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), dim=-1)
+    base = contrastive_loss(images, images, 10.0)
+    with_far = contrastive_loss(images, torch.cat([images, -images[:1]]), 10.0)
+    with_close = contrastive_loss(images, torch.cat([images, images[:1]]), 10.0)
+    assert base <= with_far < with_close
 
 
 def test_variants_have_the_right_modules():
@@ -81,35 +111,37 @@ def trained_setup(tiny_world, tmp_path_factory):
     from negutils.backbone import load_backbone
     from negutils.coco import load_split
     from negutils.features import TextFeatures, extract_text_features
-    from negutils.negtrain import prepare_training_data
+    from negutils.training_data import prepare_negation_data
 
     backbone = load_backbone("negbook-tiny")
     split = load_split(tiny_world / "pretrain")
     root = tmp_path_factory.mktemp("features")
-    data = prepare_training_data(backbone, split, "tiny:seed0", root, held_out=0.2, progress=False)
+    data = prepare_negation_data(backbone, split, "tiny:seed0", root, held_out=0.2, progress=False)
     features = TextFeatures(extract_text_features(backbone, data.captions, 6, 3, root, "tiny:seed0", progress=False))
     return backbone, split, data, features
 
 
-def test_negated_counterparts_are_false_of_their_image(trained_setup):
-    _, split, data, _ = trained_setup
-    assert len(data.pairs) > 20 and not set(data.train_rows) & set(data.held_rows)
-    held_images = set(data.pairs["image_index"].iloc[data.held_rows])
-    assert not held_images & set(data.pairs["image_index"].iloc[data.train_rows])
-    for row in data.pairs.itertuples():
-        assert row.negated_object in split.objects[row.image_index]           # negating a present object
-        assert row.negated.startswith(row.caption.rstrip(".")) or row.negated.startswith("no ")
-
-
-def test_a_short_training_run_lowers_the_loss(trained_setup):
+@pytest.mark.parametrize("protocol", ["negbench", "hard-negatives", "mixed"])
+def test_a_short_training_run_lowers_the_loss(trained_setup, protocol):
     from negutils.peakpatch_train import train_peakpatch
 
     _, _, data, features = trained_setup
-    config = PeakPatchConfig(epochs=4, batch_size=16, lr_ecn=1e-3, lr_scn=1e-3, dropout=0.0)
-    model, history = train_peakpatch(features, data.images, data.pairs, data.train_rows, data.held_rows, config,
-                                     progress=False)
-    assert history["loss total"].iloc[-1] < history["loss total"].iloc[0]
+    config = PeakPatchConfig(protocol=protocol, epochs=4, batch_size=16, lr_ecn=1e-3, lr_scn=1e-3, dropout=0.0)
+    model, history = train_peakpatch(features, data, config, progress=False)
+    assert list(history["epoch"]) == [0, 1, 2, 3, 4]
+    assert history["loss total"].iloc[-1] < history["loss total"].iloc[1]
     assert history["held-out MCQ accuracy"].between(0, 1).all() and not model.training
+
+
+def test_trained_models_are_cached_with_their_history(trained_setup, tmp_path):
+    from negutils.peakpatch_train import ensure_peakpatch
+
+    _, _, data, features = trained_setup
+    config = PeakPatchConfig(epochs=1, batch_size=16, variant="scn_only")
+    first, history = ensure_peakpatch(features, data, config, tmp_path, progress=False)
+    again, history_again = ensure_peakpatch(features, data, config, tmp_path, progress=False)
+    assert len(list(tmp_path.glob("*.pt"))) == 1 and history.equals(history_again)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
 
 
 def test_scorer_rows_agree_with_full_scores(trained_setup):
@@ -127,34 +159,42 @@ def test_scorer_rows_agree_with_full_scores(trained_setup):
 
 
 def test_negfull_short_run_and_bad_alpha(trained_setup):
-    from negutils.negfull import NegFullConfig, finetune_negfull
+    from negutils.negfull import NegFullConfig, finetune_negfull, held_out_accuracy
 
     backbone, split, data, _ = trained_setup
-    pairs = data.pairs.iloc[data.train_rows].reset_index(drop=True)
     before = [p.clone() for p in backbone.model.parameters()]
-    tuned, history = finetune_negfull(backbone, split, pairs, NegFullConfig(alpha=0.5, batch_size=8, lr=1e-3),
-                                      progress=False)
-    assert len(history) == len(pairs) // 8 and np.isfinite(history["loss"]).all()
+    tuned, history = finetune_negfull(backbone, data, NegFullConfig(alpha=0.5, batch_size=8, lr=1e-3), progress=False)
+    assert len(history) == len(data.train_images) // 8 and np.isfinite(history["loss"]).all()
     assert all(torch.equal(a, b) for a, b in zip(before, backbone.model.parameters()))     # original untouched
     assert any(not torch.equal(a, b) for a, b in zip(before, tuned.model.parameters()))
+    assert 0.0 <= held_out_accuracy(tuned, data) <= 1.0
+    _, mcq_only = finetune_negfull(backbone, data, NegFullConfig(alpha=0.0, batch_size=8, images=16), progress=False)
+    assert (mcq_only["loss CLIP"] == 0).all() and (mcq_only["loss MCQ"] > 0).all()
     with pytest.raises(ValueError, match="alpha must be in"):
-        finetune_negfull(backbone, split, pairs, NegFullConfig(alpha=1.5))
+        finetune_negfull(backbone, data, NegFullConfig(alpha=1.5))
 
 
-def test_mcq_options_point_at_other_images():
-    from negutils.negtrain import mcq_options
+def test_negfull_alpha_1_on_negbench_trains_on_negcap_captions_and_no_mcq(trained_setup, monkeypatch):
+    import negutils.negfull as negfull
 
-    image_of_row = np.array([0, 0, 1, 2, 3])
-    options = mcq_options(5, image_of_row, np.random.default_rng(0))
-    assert (options[:, 0] == np.arange(5)).all() and (options[:, 1] == np.arange(5) + 5).all()
-    for r in range(5):
-        assert all(image_of_row[o] != image_of_row[r] for o in options[r, 2:])
-    with pytest.raises(ValueError, match="at least 3 different images"):
-        mcq_options(3, np.array([0, 0, 1]), np.random.default_rng(0))
+    backbone, _, data, _ = trained_setup
+    seen, original = [], negfull.negfull_loss
+
+    def spy(backbone, images, text, batch, alpha):
+        out = original(backbone, images, text, batch, alpha)
+        seen.append(([data.captions[c] for c in batch["captions"][batch["positives"]]], out))
+        return out
+
+    monkeypatch.setattr(negfull, "negfull_loss", spy)
+    negfull.finetune_negfull(backbone, data, negfull.NegFullConfig(alpha=1.0, batch_size=8), progress=False)
+    positives = {c for captions, _ in seen for c in captions}
+    negcap = {data.captions[c] for c in data.negcap["caption"]}
+    assert seen and positives & negcap and positives - negcap          # NegCap captions and affirmative ones
+    assert all(float(out[2].detach()) == 0.0 and float(out[1].detach()) > 0 for _, out in seen)   # no MCQ term at alpha = 1
 
 
 def test_mentioned_falls_back_to_word_matching():
-    from negutils.negtrain import mentioned
+    from negutils.training_data import mentioned
 
     assert mentioned({"caption": "Two cats and a dog on a bench."}, ["cat", "dog", "bench", "car"]) == {"cat", "dog",
                                                                                                         "bench"}
