@@ -55,11 +55,25 @@ class ECN(nn.Module):
         return self.log_alpha.exp()
 
     def attend(self, tokens: torch.Tensor, mask: torch.Tensor, need_weights: bool = False):
-        """The learned query's summary of the peak-layer tokens (and per-head weights on request)."""
-        query = self.query.expand(tokens.shape[0], 1, -1)
-        summary, weights = self.attention(query, tokens, tokens, key_padding_mask=~mask, need_weights=need_weights,
-                                          average_attn_weights=False)
-        return self.post_norm(summary[:, 0]), weights
+        """The learned query's summary of the peak-layer tokens (and per-head weights [B, H, 1, T] on
+        request): ``self.attention`` (a torch MultiheadAttention) with one query, computed without
+        projecting every token. With a single query, head h's logits are tokens @ (W_k,h^T q_h)
+        (the key bias adds a constant that softmax drops), and its output is W_v,h applied to the
+        attention-weighted token mean plus b_v,h (the weights sum to 1): the same result for T x H
+        instead of T x w multiply-adds per token and output width."""
+        mha = self.attention
+        heads, width = mha.num_heads, tokens.shape[-1]
+        head_dim = width // heads
+        w_q, w_k, w_v = mha.in_proj_weight.split(width)
+        b_q, _, b_v = mha.in_proj_bias.split(width)
+        q = (w_q @ self.query + b_q).view(heads, head_dim)                                 # [H, dh]
+        u = torch.einsum("hd,hdw->wh", q, w_k.view(heads, head_dim, width)) / math.sqrt(head_dim)   # [w, H]
+        logits = (tokens @ u).transpose(1, 2).masked_fill(~mask[:, None, :], float("-inf"))  # [B, H, T]
+        weights = logits.softmax(dim=-1)
+        mixed = weights @ tokens                                                              # [B, H, w]
+        heads_out = torch.einsum("bhw,hdw->bhd", mixed, w_v.view(heads, head_dim, width)) + b_v.view(heads, head_dim)
+        summary = mha.out_proj(heads_out.reshape(tokens.shape[0], width))
+        return self.post_norm(summary), (weights[:, :, None, :] if need_weights else None)
 
     def forward(self, final: torch.Tensor, eos_lp: torch.Tensor, eos_la: torch.Tensor, tokens: torch.Tensor,
                 mask: torch.Tensor) -> torch.Tensor:

@@ -237,3 +237,16 @@ def test_attention_and_embedding_maps_on_the_tiny_backbone(trained_setup):
     # an embedder that ignores negation entirely puts negated captions exactly on the affirmative ones
     same = lambda caps: torch.stack([torch.eye(3)[["cat", "star", "cup"].index(c.split()[-1])] for c in caps])  # noqa: E731
     assert polarity_separation(frame, same) == pytest.approx(0.0)
+
+
+def test_ecn_single_query_attention_equals_torch_multihead_attention():
+    torch.manual_seed(0)
+    ecn = ECN(64, 64, identity_init=False).eval()
+    b = random_batch()
+    with torch.no_grad():
+        query = ecn.query.expand(len(b["tokens"]), 1, -1)
+        reference, weights = ecn.attention(query, b["tokens"], b["tokens"], key_padding_mask=~b["mask"],
+                                           need_weights=True, average_attn_weights=False)
+        ours, our_weights = ecn.attend(b["tokens"], b["mask"], need_weights=True)
+    assert torch.allclose(ours, ecn.post_norm(reference[:, 0]), atol=1e-5)
+    assert torch.allclose(our_weights, weights, atol=1e-6) and (our_weights[0, :, 0, 3:] == 0).all()
