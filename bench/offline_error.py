@@ -18,8 +18,7 @@ from common import write_result
 
 CHILD = r"""
 import json, sys, time
-from negutils.backbone import load_backbone
-from negutils.weights import WeightsUnavailableError
+from negutils.models import WeightsUnavailableError, load_backbone
 start = time.perf_counter()
 try:
     load_backbone("ViT-B-32", "openai", cache_dir=sys.argv[1])

@@ -22,10 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 from tap_overhead import negbench_like_captions  # noqa: E402
 
-from negutils.backbone import load_backbone  # noqa: E402
-from negutils.negfull import negfull_loss  # noqa: E402
-from negutils.peakpatch import PeakPatch  # noqa: E402
-from negutils.peakpatch_train import PeakPatchConfig, losses  # noqa: E402
+from negutils.methods import PeakPatch, PeakPatchConfig, losses, negfull_loss  # noqa: E402
+from negutils.models import load_backbone  # noqa: E402
 
 
 def batch_layout(images: int) -> dict:

@@ -19,11 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 from tap_overhead import best_of, negbench_like_captions  # noqa: E402
 
-from negutils.backbone import load_backbone  # noqa: E402
-from negutils.evaluate import ClipScorer  # noqa: E402
-from negutils.glyphs import CATEGORY_NAMES  # noqa: E402
-from negutils.ktn import EmbeddingCorrectionScorer, KtnScorer  # noqa: E402
-from negutils.lcse import Calibration, LcseScorer  # noqa: E402
+from negutils.benchmarks import ClipScorer  # noqa: E402
+from negutils.methods import Calibration, EmbeddingCorrectionScorer, KtnScorer, LcseScorer  # noqa: E402
+from negutils.models import load_backbone  # noqa: E402
+from negutils.world import CATEGORY_NAMES  # noqa: E402
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
     .venv/bin/python data_recipes/cc12m_negations.py --captions cc12m.tsv --out negations.csv [--limit N]
 
 Input: CC12M's TSV (url <tab> caption). Each caption gets a counterpart naming one object from
-the COCO vocabulary that the caption does not mention, through `negutils.recipes.negate_caption`
+the COCO vocabulary that the caption does not mention, through `negutils.core.phrasing.negate_caption`
 (round-trip check: a negation cue was added and the caption did not already negate). Pass
 --llm-hook module:function to replace the rule with an LLM (called as f(caption, absent) -> str).
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from negutils.recipes import has_negation_cue, md5sum, negate_caption
+from negutils.core import has_negation_cue, negate_caption
+from negutils.world import md5sum
 
 COCO_OBJECTS = ("person", "bicycle", "car", "dog", "cat", "chair", "cup", "bottle", "umbrella", "bench", "bird",
                 "horse", "boat", "book", "clock", "vase", "bowl", "laptop", "phone", "bag")

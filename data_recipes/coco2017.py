@@ -3,7 +3,7 @@
     .venv/bin/python data_recipes/coco2017.py --root /data/coco
 
 Produces annotations/instances_val2017.json, annotations/captions_val2017.json and val2017/,
-which `negutils.datasets.load_splits` reads for the `gpu` profile.
+which `negutils.session.load_splits` reads for the `gpu` profile.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from negutils.recipes import REGISTRY, fetch
+from negutils.world import REGISTRY, fetch
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 
-from negutils.profiles import get_profile
+from negutils.config import get_profile
 from negutils.world import SPLITS, ensure_world
 
 

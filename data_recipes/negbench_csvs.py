@@ -3,7 +3,7 @@
     .venv/bin/python data_recipes/negbench_csvs.py --csv-dir $NEGBENCH_CSV_DIR --image-root $COCO_IMAGE_ROOT
 
 Download the CSVs from the link in NegBench's datasets.md (Google Drive: no scripted download).
-Every MCQ CSV is read with `negutils.negbench.read_mcq_csv`, its paths checked under the image
+Every MCQ CSV is read with `negutils.benchmarks.negbench.read_mcq_csv`, its paths checked under the image
 root, and a remapped copy written next to it as `<name>.negbook.csv`, with its MD5 printed.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import argparse
 import os
 from pathlib import Path
 
-from negutils.negbench import read_mcq_csv, write_mcq_csv
-from negutils.recipes import md5sum
+from negutils.benchmarks import read_mcq_csv, write_mcq_csv
+from negutils.world import md5sum
 
 MCQ_FILES = ("COCO_val_mcq_llama3.1_rephrased.csv", "VOC2007_mcq_llama3.1_rephrased.csv")
 

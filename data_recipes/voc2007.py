@@ -11,7 +11,7 @@ import os
 import tarfile
 from pathlib import Path
 
-from negutils.recipes import fetch, md5sum, voc_to_coco, write_json
+from negutils.world import fetch, md5sum, voc_to_coco, write_json
 
 
 def main() -> None:

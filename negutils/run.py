@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .cache import atomic_save
-from .profiles import REPO_ROOT, get_profile
+from .config import REPO_ROOT, get_profile
+from .core.cache import atomic_save
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BOOK_DIR = REPO_ROOT / "book"
@@ -65,7 +65,7 @@ def stage_book(stage: Path, keep_chapters: bool = False) -> Path:
 def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = NOTEBOOK_DIR,
                      progress: bool = True) -> float:
     """Convert a MyST notebook and execute it with papermill (a per-cell progress bar); returns wall seconds."""
-    import jupytext
+    import jupytext  # the [book] extra: the library imports without it
     import papermill
     from papermill.exceptions import PapermillExecutionError
 

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from negutils.profiles import get_profile
+from negutils.config import get_profile
 from negutils.world import WorldConfig, build_world
 
 

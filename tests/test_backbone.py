@@ -3,8 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from negutils.backbone import load_backbone, save_checkpoint
-from negutils.weights import CheckpointMismatchError, tag_needs_quick_gelu
+from negutils.models import CheckpointMismatchError, load_backbone, save_checkpoint, tag_needs_quick_gelu
 
 CAPTIONS = ["a star", "This image features a red star and a blue moon.",
             "There is a cup, but no umbrella in this picture.", ""]
@@ -124,8 +123,7 @@ def siglip_like(tmp_path_factory):
 
     import open_clip
 
-    from negutils.backbone import Backbone, create_model
-    from negutils.weights import LoadReport
+    from negutils.models import Backbone, LoadReport, create_model
 
     cfg_dir = tmp_path_factory.mktemp("configs")
     (cfg_dir / "test-siglip-like.json").write_text(json.dumps({

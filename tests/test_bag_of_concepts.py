@@ -10,11 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from negutils import bag_of_concepts as boc
-from negutils.concepts import concept_embeddings
-from negutils.dilution import dilution_summary, text_coefficients
-from negutils.metrics import roc_auc
-from negutils.verdicts import NOT_REPRODUCED, PARTLY, REPRODUCED, claim, collapse_verdicts
+from negutils.diagnosis import bag_of_concepts as boc
+from negutils.core import roc_auc
+from negutils.diagnosis import concept_embeddings, dilution_summary, text_coefficients
+from negutils.report import NOT_REPRODUCED, PARTLY, REPRODUCED, claim, collapse_verdicts
 
 CATEGORIES = ["cat", "dog", "star", "boat", "cup"]
 NOT_DIRECTION = len(CATEGORIES)        # an extra axis some encoders add for "no"/"not"

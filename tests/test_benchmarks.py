@@ -4,12 +4,10 @@ import json
 
 import pytest
 
-from negutils.coco import load_split
-from negutils.confusion import ConfusionConfig, build_confusion, confusing_density, verification_report
-from negutils.factor import FORMS, FactorConfig, build_factor, excluded_category
-from negutils.logic import flat, holds, literal, nested
-from negutils.valse import build_existence
-from negutils.world import WorldConfig, build_world
+from negutils.benchmarks import (FORMS, ConfusionConfig, FactorConfig, build_confusion, build_existence,
+                                 build_factor, confusing_density, excluded_category, verification_report)
+from negutils.core import flat, holds, literal, nested
+from negutils.world import WorldConfig, build_world, load_split
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +135,8 @@ def test_benchmark_files_are_byte_identical_and_cached(split, tmp_path):
 def test_cpu_factor_operator_counts_follow_lcse_table_3(tmp_path):
     """LCSE Table 3's "All" weights operators by their sample counts; the cpu profile's operator
     split has exactly those counts, so our "All" is the same weighted mean."""
-    from negutils.factor import PAPER_OPERATOR_COUNTS
-    from negutils.profiles import get_profile
+    from negutils.benchmarks import PAPER_OPERATOR_COUNTS
+    from negutils.config import get_profile
 
     cpu = get_profile("cpu")
     root = build_world(dataclasses.replace(cpu.world, pretrain=4, negtrain=4, ood=4), tmp_path / "w", progress=False)

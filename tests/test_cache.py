@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from negutils.cache import atomic_save, atomic_write_json, build_directory_atomically, config_hash
+from negutils.core import atomic_save, atomic_write_json, build_directory_atomically, config_hash
 from negutils.world import WorldConfig
 
 

@@ -8,15 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from negutils.collapse import (
-    bootstrap_layer_means,
-    curve_shape,
-    divergence_per_item,
-    lcd_analysis,
-    probe_accuracy,
-    select_layers,
-)
-from negutils.diagnostic import build_diagnostic_set, reword
+from negutils.diagnosis import (bootstrap_layer_means, build_diagnostic_set, curve_shape, divergence_per_item,
+                                lcd_analysis, probe_accuracy, reword, select_layers)
 
 DIM = 32
 CUES = {"no", "not", "without"}
@@ -152,8 +145,8 @@ def test_reword_keeps_meaning_and_case():
 
 
 def test_diagnostic_set_negates_an_absent_object(tiny_world):
-    from negutils.coco import load_split
-    from negutils.recipes import has_negation_cue
+    from negutils.core import has_negation_cue
+    from negutils.world import load_split
 
     val = load_split(tiny_world / "val")
     diag = build_diagnostic_set(val, 20, seed=1)
@@ -171,9 +164,9 @@ def test_diagnostic_set_negates_an_absent_object(tiny_world):
 
 
 def test_layer_choice_round_trips_through_the_results_file(tmp_path, monkeypatch):
-    from negutils.collapse import load_layer_choice
-    from negutils.profiles import get_profile
-    from negutils.results import write_results
+    from negutils.config import get_profile
+    from negutils.core import write_results
+    from negutils.diagnosis import load_layer_choice
 
     monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
     profile = get_profile("smoke")
@@ -188,13 +181,13 @@ def _analysis(d_means, probe):
     layers = np.arange(1, len(d_means) + 1)
     curves = pd.DataFrame({"condition": "negated", "quantity": "D_LCD", "layer": layers, "mean": d_means,
                            "lo": d_means, "hi": d_means})
-    from negutils.collapse import LcdAnalysis
+    from negutils.diagnosis import LcdAnalysis
     return LcdAnalysis(curves, select_layers(d_means, np.linspace(0, 1, len(d_means))),
                        pd.DataFrame({"layer": layers, "probe accuracy": probe}))
 
 
 def test_against_untrained_is_the_per_layer_ratio():
-    from negutils.collapse import against_untrained
+    from negutils.diagnosis import against_untrained
 
     table = against_untrained(_analysis(np.array([0.2, 0.1, 0.05]), [0.9, 0.8, 0.7]),
                               _analysis(np.array([0.4, 0.2, 0.2]), [1.0, 1.0, 1.0]))

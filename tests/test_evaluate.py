@@ -6,15 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from negutils.backbone import load_backbone
-from negutils.coco import load_split
-from negutils.confusion import ConfusionConfig, build_confusion
-from negutils.evaluate import (ClipScorer, evaluate_confusion, evaluate_mcq, evaluate_pairwise, evaluate_retention,
-                               evaluate_retrieval, result_row, results_frame)
-from negutils.factor import FactorConfig, build_factor
-from negutils.logic import holds
-from negutils.negbench import MCQConfig, build_mcq, build_retrieval, claims_hold
-from negutils.world import WorldConfig, build_world
+from negutils.benchmarks import (ClipScorer, ConfusionConfig, FactorConfig, MCQConfig, build_confusion,
+                                 build_factor, build_mcq, build_retrieval, claims_hold, evaluate_confusion,
+                                 evaluate_mcq, evaluate_pairwise, evaluate_retention, evaluate_retrieval,
+                                 result_row, results_frame)
+from negutils.core import holds
+from negutils.models import load_backbone
+from negutils.world import WorldConfig, build_world, load_split
 
 
 class OracleScorer:
@@ -128,7 +126,7 @@ def test_source_only_retrieval_counts_only_the_source_image(split):
 def test_method_table_scales_percent_but_not_correlations():
     import pandas as pd
 
-    from negutils.results import method_table
+    from negutils.core import method_table
 
     results = pd.DataFrame([{"dataset": "embedded/val", "method": "a", "task": "retention", "R@5": 0.5, "rho": 0.9991},
                             {"dataset": "embedded/val", "method": "b", "task": "retention", "R@5": 0.25, "rho": 1.0},

@@ -7,8 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from negutils.backbone import load_backbone
-from negutils.features import TextFeatures, extract_text_features, shard_bounds
+from negutils.models import TextFeatures, extract_text_features, load_backbone, shard_bounds
 
 CAPTIONS = ["a cat", "a dog without a cat", "there is no star in this image", "a red boat and a cup",
             "A picture of a house.", "no fish", "an hourglass without a flag"]
@@ -78,7 +77,7 @@ def test_shard_bounds_cover_everything_once_on_batch_boundaries():
 def test_two_process_torchrun_cache_equals_the_one_process_cache(tmp_path):
     captions = tmp_path / "captions.txt"
     captions.write_text("\n".join(CAPTIONS * 3) + "\n")
-    args = ["-m", "negutils.features", str(captions), "--l-p", "5", "--l-a", "3", "--batch-size", "4"]
+    args = ["-m", "negutils.models.features", str(captions), "--l-p", "5", "--l-a", "3", "--batch-size", "4"]
     one = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "one")], capture_output=True, text=True,
                          check=True).stdout.strip().splitlines()[-1]
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
@@ -91,7 +90,7 @@ def test_two_process_torchrun_cache_equals_the_one_process_cache(tmp_path):
 
 
 def test_one_pass_sweep_equals_separate_extractions(tiny, tmp_path):
-    from negutils.features import extract_layer_sweep
+    from negutils.models import extract_layer_sweep
 
     sweep = extract_layer_sweep(tiny, CAPTIONS, [(5, 3), (8, 2)], tmp_path / "sweep", "tiny:seed0", batch_size=4,
                                 progress=False)

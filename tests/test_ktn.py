@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from negutils.ktn import EmbeddingCorrectionScorer, KtnScorer, rejection_score, remove_directions
+from negutils.methods import EmbeddingCorrectionScorer, KtnScorer, rejection_score, remove_directions
 
 CONCEPTS = ("cat", "dog", "bird")
 D = 5
@@ -110,7 +110,7 @@ def test_a_second_query_on_a_gallery_encodes_only_its_own_text():
 def test_embedding_correction_follows_the_written_formula_and_keeps_the_direction_variant():
     import torch.nn.functional as F
 
-    from negutils.ktn import EmbeddingCorrectionScorer
+    from negutils.methods import EmbeddingCorrectionScorer
 
     # e_c = (1, 0.2, 0, 0, 0) for the query, e_neg = the dog axis, a = the neutral axis (basis 3)
     formula = EmbeddingCorrectionScorer(None, bag_of_concepts_encoder, lam=1.9)

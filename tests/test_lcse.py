@@ -3,8 +3,8 @@ zero correction on captions without an operator or negation."""
 import numpy as np
 import pytest
 
-from negutils.lcse import (closed_form_and, closed_form_not, fit_calibration, lcse_correction, logic_probability,
-                           power_mean, sigmoid)
+from negutils.methods import (closed_form_and, closed_form_not, fit_calibration, lcse_correction,
+                              logic_probability, power_mean, sigmoid)
 
 
 def parse(op, *lits):
@@ -70,10 +70,10 @@ def test_lcse_equals_holistic_on_affirmative_single_concept_retrieval(tiny_world
     """Spearman rho with holistic scoring is exactly 1 on captions with no operator and no negation."""
     from scipy.stats import spearmanr
 
-    from negutils.backbone import load_backbone
-    from negutils.coco import load_split
-    from negutils.evaluate import ClipScorer
-    from negutils.lcse import Calibration, LcseScorer
+    from negutils.benchmarks import ClipScorer
+    from negutils.methods import Calibration, LcseScorer
+    from negutils.models import load_backbone
+    from negutils.world import load_split
 
     backbone, split = load_backbone("negbook-tiny"), load_split(tiny_world / "val")
     vanilla = ClipScorer(backbone)

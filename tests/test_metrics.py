@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from negutils.metrics import ranks_of_targets, recall_at_k
-from negutils.retrieval import retrieval_recall
+from negutils.core import ranks_of_targets, recall_at_k
+from negutils.models import retrieval_recall
 
 
 def test_recall_on_a_hand_computed_case():
@@ -32,7 +32,7 @@ def test_bad_shapes_are_rejected():
 
 
 def test_auc_on_hand_computed_cases():
-    from negutils.metrics import roc_auc
+    from negutils.core import roc_auc
 
     assert roc_auc([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2]) == 1.0
     assert roc_auc([1, 1, 0, 0], [0.1, 0.2, 0.9, 0.8]) == 0.0
@@ -41,7 +41,7 @@ def test_auc_on_hand_computed_cases():
 
 
 def test_auc_matches_the_pair_counting_definition_on_random_cases():
-    from negutils.metrics import roc_auc
+    from negutils.core import roc_auc
 
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -54,7 +54,7 @@ def test_auc_matches_the_pair_counting_definition_on_random_cases():
 
 
 def test_auc_needs_both_classes():
-    from negutils.metrics import roc_auc
+    from negutils.core import roc_auc
 
     with pytest.raises(ValueError, match="both classes"):
         roc_auc([1, 1], [0.2, 0.3])
@@ -63,7 +63,7 @@ def test_auc_needs_both_classes():
 def test_average_precision_matches_scikit_learn_on_random_cases():
     from sklearn.metrics import average_precision_score
 
-    from negutils.metrics import average_precision
+    from negutils.core import average_precision
 
     rng = np.random.default_rng(1)
     for _ in range(50):
@@ -74,7 +74,7 @@ def test_average_precision_matches_scikit_learn_on_random_cases():
 
 
 def test_ap_and_macro_map_by_hand():
-    from negutils.metrics import average_precision, mean_average_precision
+    from negutils.core import average_precision, mean_average_precision
 
     # ranking: pos, neg, pos -> precisions 1 and 2/3 -> AP 5/6
     assert average_precision([1, 0, 1], [0.9, 0.8, 0.7]) == pytest.approx(5 / 6)
@@ -82,7 +82,7 @@ def test_ap_and_macro_map_by_hand():
 
 
 def test_recall_with_positive_sets_and_pessimistic_ties():
-    from negutils.metrics import recall_at_k_sets
+    from negutils.core import recall_at_k_sets
 
     scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.2, 0.9]])
     assert recall_at_k_sets(scores, [[1, 2], [0]], ks=(1, 2)) == {"R@1": 0.0, "R@2": 0.5}
@@ -91,7 +91,7 @@ def test_recall_with_positive_sets_and_pessimistic_ties():
 
 
 def test_pairwise_accuracy_ties_lose():
-    from negutils.metrics import pairwise_accuracy
+    from negutils.core import pairwise_accuracy
 
     assert pairwise_accuracy([[0.3, 0.1], [0.2, 0.2], [0.1, 0.5]], [0, 0, 1]) == pytest.approx(2 / 3)
 
@@ -99,7 +99,7 @@ def test_pairwise_accuracy_ties_lose():
 def test_spearman_against_definition():
     from scipy.stats import spearmanr
 
-    from negutils.metrics import spearman_rho
+    from negutils.core import spearman_rho
 
     rng = np.random.default_rng(2)
     a, b = rng.integers(0, 5, 40), rng.random(40)
@@ -108,7 +108,7 @@ def test_spearman_against_definition():
 
 
 def test_mcq_metrics_by_template_and_wrong_pick_type():
-    from negutils.metrics import mcq_metrics
+    from negutils.core import mcq_metrics
 
     scores = [[0.9, 0.1, 0.1, 0.1],   # right
               [0.1, 0.9, 0.1, 0.1],   # wrong: picked a positive-type option

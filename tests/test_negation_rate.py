@@ -3,9 +3,8 @@ grounded negations, and the sweep's verdict rules read the tables they are given
 import numpy as np
 import pytest
 
-from negutils.coco import load_split
-from negutils.negation_rate import false_negations, negation_share, rate_verdicts, recaption, sweep_tables
-from negutils.world import WorldConfig, build_world
+from negutils.experiments import rate_verdicts, sweep_tables
+from negutils.world import WorldConfig, build_world, false_negations, load_split, negation_share, recaption
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +48,7 @@ def test_bad_rates_and_foreign_splits_are_refused(tmp_path, world):
 
 
 def test_a_replacement_split_must_say_what_differs(world):
-    from negutils.pretrain import PretrainConfig, ensure_pretrained
+    from negutils.models import PretrainConfig, ensure_pretrained
 
     with pytest.raises(ValueError, match="key_extra"):
         ensure_pretrained(world, PretrainConfig(), world, split=load_split(world / "pretrain"))

@@ -3,10 +3,9 @@ import json
 import pandas as pd
 import pytest
 
-from negutils.coco import load_split
-from negutils.negbench import (MCQ_COLUMNS, BenchmarkFileError, MCQConfig, build_mcq, build_retrieval, claims_hold,
-                               read_mcq_csv, write_mcq_csv)
-from negutils.paraphrase import PHRASINGS, paraphrase
+from negutils.benchmarks import (MCQ_COLUMNS, PHRASINGS, BenchmarkFileError, MCQConfig, build_mcq,
+                                 build_retrieval, claims_hold, paraphrase, read_mcq_csv, write_mcq_csv)
+from negutils.world import load_split
 
 
 @pytest.fixture(scope="module")

@@ -66,8 +66,8 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
 
 @pytest.mark.notebooks
 def test_notebook_results_are_csv(smoke_book):
-    from negutils.profiles import get_profile
-    from negutils.results import read_results
+    from negutils.config import get_profile
+    from negutils.core import read_results
 
     retrieval = read_results(get_profile("smoke"), "00_zero_shot_retrieval")
     assert {"dataset", "model", "pretrained", "task", "t2i_R@5", "chance_R@5"} <= set(retrieval.columns)

@@ -2,9 +2,8 @@ import socket
 
 import pytest
 
-from negutils import weights
-from negutils.backbone import load_backbone
-from negutils.weights import WeightsUnavailableError
+from negutils.models import weights
+from negutils.models import WeightsUnavailableError, load_backbone
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from negutils.outcomes import bootstrap_ci, format_unified, leaders, read_items, unified_table, write_items
+from negutils.report import bootstrap_ci, format_unified, leaders, read_items, unified_table, write_items
 
 
 def test_a_constant_has_a_zero_width_interval():
@@ -34,7 +34,7 @@ def test_bad_input_is_refused():
 
 
 def test_items_round_trip_and_the_first_chapter_wins(tmp_path, monkeypatch):
-    from negutils.profiles import Profile
+    from negutils.config import Profile
 
     monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
     prof = Profile(name="test")

@@ -2,10 +2,9 @@
 import pandas as pd
 import pytest
 
-from negutils.negfull import choose_alpha
-from negutils.paper_tables import (BOOK_TABLES, NEGFULL, agreement_summary, beside_table, best_negfull, differences,
-                                   highlight_differences, our_values)
-from negutils.papers import paper_numbers
+from negutils.methods import choose_alpha
+from negutils.report import (BOOK_TABLES, NEGFULL, agreement_summary, beside_table, best_negfull, differences,
+                             highlight_differences, our_values, paper_numbers)
 
 
 def _results():

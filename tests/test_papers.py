@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from negutils.papers import beside_paper, paper_numbers
+from negutils.report import beside_paper, paper_numbers
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 

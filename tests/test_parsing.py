@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from negutils.logic import canonical
-from negutils.parsing import fallback_rate, parse_captions, parse_ktn, parse_lcse
+from negutils.core import canonical
+from negutils.methods import fallback_rate, parse_captions, parse_ktn, parse_lcse
 
 
 def flat(op, *lits):
@@ -91,8 +91,8 @@ def test_rule_based_fallback_agrees_on_the_templates():
 
 
 def test_factor_oracle_parses_are_recovered(tiny_world):
-    from negutils.coco import load_split
-    from negutils.factor import FactorConfig, build_factor
+    from negutils.benchmarks import FactorConfig, build_factor
+    from negutils.world import load_split
 
     frame = build_factor(load_split(tiny_world / "val"), FactorConfig(operator_samples=10, compound_samples=5,
                                                                       nested_samples=0))

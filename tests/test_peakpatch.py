@@ -5,8 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from negutils.peakpatch import ALPHA_MAX, ECN, SCN, PeakPatch, parameter_count
-from negutils.peakpatch_train import PeakPatchConfig, losses
+from negutils.methods import ALPHA_MAX, ECN, SCN, PeakPatch, PeakPatchConfig, losses, parameter_count
 
 
 def random_batch(n=6, tokens=7, width=64, dim=64, seed=0):
@@ -90,7 +89,7 @@ def test_ecn_is_the_identity_at_init_unless_asked_otherwise():
 
 
 def test_hard_negatives_enter_only_the_image_to_text_denominator():
-    from negutils.training_data import contrastive_loss
+    from negutils.methods import contrastive_loss
 
     images = F.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), dim=-1)
     base = contrastive_loss(images, images, 10.0)
@@ -108,10 +107,9 @@ def test_variants_have_the_right_modules():
 
 @pytest.fixture(scope="module")
 def trained_setup(tiny_world, tmp_path_factory):
-    from negutils.backbone import load_backbone
-    from negutils.coco import load_split
-    from negutils.features import TextFeatures, extract_text_features
-    from negutils.training_data import prepare_negation_data
+    from negutils.methods import prepare_negation_data
+    from negutils.models import TextFeatures, extract_text_features, load_backbone
+    from negutils.world import load_split
 
     backbone = load_backbone("negbook-tiny")
     split = load_split(tiny_world / "pretrain")
@@ -123,7 +121,7 @@ def trained_setup(tiny_world, tmp_path_factory):
 
 @pytest.mark.parametrize("protocol", ["negbench", "hard-negatives", "mixed"])
 def test_a_short_training_run_lowers_the_loss(trained_setup, protocol):
-    from negutils.peakpatch_train import train_peakpatch
+    from negutils.methods import train_peakpatch
 
     _, _, data, features = trained_setup
     config = PeakPatchConfig(protocol=protocol, epochs=4, batch_size=16, lr_ecn=1e-3, lr_scn=1e-3, dropout=0.0)
@@ -134,7 +132,7 @@ def test_a_short_training_run_lowers_the_loss(trained_setup, protocol):
 
 
 def test_trained_models_are_cached_with_their_history(trained_setup, tmp_path):
-    from negutils.peakpatch_train import ensure_peakpatch
+    from negutils.methods import ensure_peakpatch
 
     _, _, data, features = trained_setup
     config = PeakPatchConfig(epochs=1, batch_size=16, variant="scn_only")
@@ -145,7 +143,7 @@ def test_trained_models_are_cached_with_their_history(trained_setup, tmp_path):
 
 
 def test_scorer_rows_agree_with_full_scores(trained_setup):
-    from negutils.peakpatch_eval import PeakPatchScorer, near_tie_subset
+    from negutils.methods import PeakPatchScorer, near_tie_subset
 
     backbone, _, data, _ = trained_setup
     torch.manual_seed(0)
@@ -159,7 +157,7 @@ def test_scorer_rows_agree_with_full_scores(trained_setup):
 
 
 def test_negfull_short_run_and_bad_alpha(trained_setup):
-    from negutils.negfull import NegFullConfig, finetune_negfull, held_out_accuracy
+    from negutils.methods import NegFullConfig, finetune_negfull, held_out_accuracy
 
     backbone, split, data, _ = trained_setup
     before = [p.clone() for p in backbone.model.parameters()]
@@ -175,7 +173,7 @@ def test_negfull_short_run_and_bad_alpha(trained_setup):
 
 
 def test_negfull_alpha_1_on_negbench_trains_on_negcap_captions_and_no_mcq(trained_setup, monkeypatch):
-    import negutils.negfull as negfull
+    import negutils.methods.negfull as negfull
 
     backbone, _, data, _ = trained_setup
     seen, original = [], negfull.negfull_loss
@@ -194,7 +192,7 @@ def test_negfull_alpha_1_on_negbench_trains_on_negcap_captions_and_no_mcq(traine
 
 
 def test_mentioned_falls_back_to_word_matching():
-    from negutils.training_data import mentioned
+    from negutils.methods import mentioned
 
     assert mentioned({"caption": "Two cats and a dog on a bench."}, ["cat", "dog", "bench", "car"]) == {"cat", "dog",
                                                                                                         "bench"}
@@ -213,7 +211,8 @@ def _results():
 
 
 def test_mcq_and_ablation_tables_follow_the_papers_layout():
-    from negutils.peakpatch_eval import ablation_table, mcq_table
+    from negutils.methods import mcq_table
+    from negutils.report import ablation_table
 
     table = mcq_table(_results())
     assert list(table.columns) == [(s, m) for s in ("COCO/val", "VOC/ood") for m in ("Aff", "Neg", "Hyb", "Avg")]
@@ -224,8 +223,7 @@ def test_mcq_and_ablation_tables_follow_the_papers_layout():
 
 
 def test_attention_and_embedding_maps_on_the_tiny_backbone(trained_setup):
-    from negutils.peakpatch_eval import (PeakPatchScorer, attention_by_token_type, embedding_map,
-                                         polarity_separation)
+    from negutils.methods import PeakPatchScorer, attention_by_token_type, embedding_map, polarity_separation
 
     backbone = trained_setup[0]
     torch.manual_seed(0)

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from negutils.performance import ratio_summary, read_bench
+from negutils.report import ratio_summary, read_bench
 
 
 def test_ratio_summary_collects_every_bench(tmp_path):

@@ -4,10 +4,8 @@ import json
 import pandas as pd
 import torch
 
-from negutils.backbone import load_backbone
-from negutils.coco import load_split
-from negutils.pretrain import PretrainConfig, ensure_pretrained, pretrain
-from negutils.world import WorldConfig, build_world
+from negutils.models import PretrainConfig, ensure_pretrained, load_backbone, pretrain
+from negutils.world import WorldConfig, build_world, load_split
 
 
 def test_pretraining_is_deterministic_and_moves_the_weights(tiny_world, tiny_pretrain_config, tmp_path):

@@ -1,6 +1,6 @@
 import pytest
 
-from negutils.profiles import PROFILES, dataset_root, get_profile
+from negutils.config import PROFILES, dataset_root, get_profile
 
 
 def test_three_profiles_and_gpu_uses_a_real_backbone():

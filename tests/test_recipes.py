@@ -4,9 +4,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from negutils.coco import load_split
-from negutils.recipes import (ChecksumError, evenly_spaced_frames, has_negation_cue, msrvtt_to_coco, negate_caption,
-                              verify, voc_to_coco, write_json)
+from negutils.core import has_negation_cue, negate_caption
+from negutils.world import (ChecksumError, evenly_spaced_frames, load_split, msrvtt_to_coco, verify, voc_to_coco,
+                            write_json)
 
 VOC_XML = """<annotation><filename>{name}.jpg</filename><size><width>50</width><height>40</height></size>
 {objects}</annotation>"""

@@ -5,13 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from negutils.benchmarks import BenchmarkConfig, build_benchmarks
-from negutils.coco import load_split
-from negutils.confusion import ConfusionConfig
-from negutils.factor import FactorConfig
-from negutils.training_data import (PROTOCOLS, benchmark_phrasing, build_negation_data, check_truth, mcq_accuracy,
-                                    protocol_view)
-from negutils.world import WorldConfig, build_world
+from negutils.benchmarks import BenchmarkConfig, ConfusionConfig, FactorConfig, build_benchmarks
+from negutils.methods import (PROTOCOLS, benchmark_phrasing, build_negation_data, check_truth, mcq_accuracy,
+                              protocol_view)
+from negutils.world import WorldConfig, build_world, load_split
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,9 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from negutils import alt_text
-from negutils.coco import load_split
-from negutils.glyphs import CATEGORY_NAMES
-from negutils.world import (IN_DOMAIN_BACKGROUNDS, OOD_BACKGROUNDS, SPLITS, WorldConfig, build_world,
-                            generate_split)
+from negutils.world import alt_text
+from negutils.world import (CATEGORY_NAMES, IN_DOMAIN_BACKGROUNDS, OOD_BACKGROUNDS, SPLITS, WorldConfig,
+                            build_world, generate_split, load_split)
 
 
 def test_at_least_twenty_noun_categories():

@@ -1,0 +1,168 @@
+"""Run profiles: smoke (tests), cpu (the default book), gpu (real backbones and datasets).
+
+A profile is data, so a notebook's only parameters are literals: ``profile = "cpu"`` plus
+optional overrides. Paths to real datasets come from parameters or environment variables,
+never from absolute paths in committed files.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .benchmarks.confusion import ConfusionConfig
+from .benchmarks.factor import FactorConfig
+from .benchmarks.suite import BenchmarkConfig
+from .models.pretrain import PretrainConfig
+from .world.generate import WorldConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class DiagnosisConfig:
+    """Sizes of chapter 02's analyses."""
+    diagnostic_pairs: int = 1000      # (image, T+, T-) triples; PeakPatch's control uses 1K pairs
+    bootstrap: int = 1000             # resamples for the 95% intervals
+    ranking_pairs: int = 200          # concept pairs per kind of query change (LCSE Fig. 3)
+    min_per_quadrant: int = 5         # images a concept pair needs in each of Both/A-only/B-only/Neither
+    max_pairs: int = 300              # concept pairs in the quadrant and span-residual analyses
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PeakPatchSettings:
+    """Chapter 03's training budget and the candidates it measures. The paper: 10 epochs, batch 1024,
+    lr 1e-5 (ECN) / 1e-4 (SCN)."""
+    epochs: int = 10
+    batch_size: int = 1024
+    lr_ecn: float = 1e-5
+    lr_scn: float = 1e-4
+    protocols: tuple[str, ...] = ("negbench", "hard-negatives", "mixed")   # the first is the default
+    variants: tuple[str, ...] = ("joint", "ecn_only", "scn_only", "no_anchor", "detached")
+    # what the paper leaves open, measured on held-out NegMCQ (the first candidate is the fallback)
+    scn_logit_scales: tuple[float, ...] = (100.0, 10.0)
+    delta_penalties: tuple[float, ...] = (1.0, 10.0)
+    scn_logit_scale: float = 100.0     # used where chapter 03 has not measured (its first candidates)
+    delta_penalty: float = 1.0
+    sweep_l_p: tuple[int, ...] = (2, 4, 6, 8, 10, 12)
+    sweep_l_a: tuple[int, ...] = (2, 4, 6)
+    sweep_epochs: int = 10
+    sweep_images: int | None = None    # negtrain images the layer sweep trains on (None: all)
+    negfull_alphas: tuple[float, ...] = (0.0, 0.5, 0.9, 0.99, 1.0)
+    # protocols whose NegFull alpha is swept; the others reuse the first one's choice
+    negfull_alpha_protocols: tuple[str, ...] = ("negbench", "hard-negatives", "mixed")
+    negfull_images: int | None = None  # training images per NegFull run, one epoch (None: all)
+    negfull_lr: float = 1e-5
+    negfull_batch_size: int = 256
+
+
+@dataclass(frozen=True)
+class NegationRateSettings:
+    """Chapter 07's sweep. ``pilot_*`` always runs in the book; ``sweep_*`` when the chapter's
+    ``full_sweep`` parameter is true (and in the gpu profile)."""
+    pilot_rates: tuple[float, ...] = (0.0, 0.01, 0.05)
+    pilot_samples: int = 20_000           # pretraining image-caption pairs per pilot run
+    sweep_rates: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.05, 0.2)
+    sweep_samples: int | None = None      # None: the profile's full pretraining budget
+    mcq_questions: int = 1500             # val MCQ questions per measurement (the first ones)
+    diagnostic_pairs: int = 500
+    bootstrap: int = 200
+    calibration_samples: int = 60         # LCSE calibration tests per operator
+    peakpatch_images: int | None = 2000   # negtrain images PeakPatch trains on per rate (None: all)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    world: WorldConfig = field(default_factory=WorldConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    benchmarks: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    diagnosis: DiagnosisConfig = field(default_factory=DiagnosisConfig)
+    peakpatch: PeakPatchSettings = field(default_factory=PeakPatchSettings)
+    negation_rate: NegationRateSettings = field(default_factory=NegationRateSettings)
+    # Real-backbone mode: when ``backbone`` is set, it is loaded instead of pretraining the organism.
+    backbone: str | None = None
+    pretrained: str | None = None
+    dataset: str = "embedded"         # "embedded" or "coco"
+    description: str = ""
+
+    def artifacts_dir(self, root: str | os.PathLike | None = None) -> Path:
+        base = Path(root or os.environ.get("NEGBOOK_ARTIFACTS", REPO_ROOT / "artifacts"))
+        return base / self.name
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke",
+        world=WorldConfig(pretrain=768, negtrain=128, val=128, ood=64),
+        pretrain=PretrainConfig(model_name="negbook-tiny", samples=24 * 128, batch_size=128,
+                                lr=1e-3, evaluations=2, eval_images=128),
+        benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=3, m_max=10),
+                                   factor=FactorConfig(operator_samples=20, equivalence_samples=(
+                                       ("De Morgan", 5), ("double negation", 5), ("commutativity", 10)),
+                                       compound_samples=10, nested_samples=10),
+                                   existence_samples=100),
+        diagnosis=DiagnosisConfig(diagnostic_pairs=100, bootstrap=100, ranking_pairs=20, min_per_quadrant=1,
+                                  max_pairs=40),
+        peakpatch=PeakPatchSettings(epochs=2, batch_size=16, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(4, 12),
+                                    sweep_l_a=(2,), sweep_epochs=1, scn_logit_scales=(100.0, 10.0),
+                                    delta_penalties=(1.0,), negfull_alphas=(0.5, 1.0), negfull_images=32,
+                                    negfull_lr=1e-5, negfull_batch_size=16, negfull_alpha_protocols=("negbench",)),
+        negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=8 * 128, sweep_rates=(0.0, 0.05),
+                                           mcq_questions=200, diagnostic_pairs=60, bootstrap=20,
+                                           calibration_samples=10),
+        description="tiny world and model, a few steps: the whole suite in minutes (what tests run)",
+    ),
+    "cpu": Profile(
+        name="cpu",
+        world=WorldConfig(pretrain=30_000, negtrain=8_000, val=2_000, ood=1_000),
+        pretrain=PretrainConfig(model_name="negbook-organism", samples=440 * 128, batch_size=128),
+        # 2,000 images instead of COCO's 5,000: M_min=10 leaves only 2 triples for 3C, so 5. FACTOR's
+        # operator split keeps LCSE Table 3's counts (so "All" weights operators alike); 23 concepts
+        # instead of COCO's 79 need caps of 15 per pair (NOT: 300 / 23 per concept) and 25 per concept
+        # (250 two-concept samples) instead of the paper's 5 and 10
+        benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=5, m_max=50),
+                                   factor=FactorConfig(operator_per_pair=15, operator_per_concept=25)),
+        # ~7k training images instead of ~1M pairs: learning rates x10, batch 256, so each run takes seconds
+        peakpatch=PeakPatchSettings(batch_size=256, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(1, 2, 4, 8, 12),
+                                    sweep_l_a=(1, 2, 4), sweep_epochs=5, sweep_images=2000, negfull_images=1280,
+                                    negfull_lr=5e-5, negfull_batch_size=128, negfull_alpha_protocols=("negbench",)),
+        # the pilot: three rates at a third of the organism's budget; full_sweep=True runs all six at full budget
+        negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.01, 0.05), pilot_samples=150 * 128),
+        description="the default book: the organism pretrained for about 10 minutes on 2 CPU cores",
+    ),
+    "gpu": Profile(
+        name="gpu",
+        backbone="ViT-B-32",
+        pretrained="openai",
+        dataset="coco",
+        world=WorldConfig(pretrain=200_000, negtrain=40_000, val=5_000, ood=2_500),
+        diagnosis=DiagnosisConfig(min_per_quadrant=10),
+        pretrain=PretrainConfig(model_name="negbook-organism", samples=2_000_000, batch_size=1024),
+        description="real open_clip backbone (ViT-B-32/openai) on COCO val2017 / VOC2007 from data_recipes/",
+    ),
+}
+
+
+def get_profile(name: str, **overrides) -> Profile:
+    """The named profile, with any top-level field replaced (e.g. ``backbone="ViT-L-14"``)."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(PROFILES[name], **overrides)
+
+
+def dataset_root(variable: str, parameter: str | None = None) -> Path:
+    """A dataset location from a notebook parameter or else an environment variable
+    (``COCO_IMAGE_ROOT``, ``NEGBENCH_CSV_DIR``, ``VOC_ROOT``, ...)."""
+    value = parameter or os.environ.get(variable)
+    if not value:
+        raise RuntimeError(f"no dataset location: pass it as a parameter or set ${variable} "
+                           "(see data_recipes/README.md for how to build it)")
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"${variable} points at {path}, which does not exist")
+    return path

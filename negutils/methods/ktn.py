@@ -1,0 +1,152 @@
+"""Know-Thy-Not (KTN sec. 4, App. B) and the Embedding Correction baseline it compares against
+(Aggarwal et al., reimplemented per KTN App. C), as scorers for the shared evaluation.
+
+KTN scores a query q with negated concept(s) c- and affirmed concepts C+ along two dimensions:
+
+    s(q, i) = t~ . f_I(i)  -  w_n * p_c-(i)                                         (eq. 11)
+    t~      = normalize(f_T(q) - proj_c- f_T(q))                                    (eq. 12)
+    p_c-(i) = sigm(kappa (f_I(i).e_c- - tau(i))) - 1/2 sigm(kappa (f_I(i).e_c+ - tau(i)))   (eq. 13)
+    tau(i)  = mean_{c in C+} f_I(i).e_c                                             (eq. 14)
+
+with kappa = 50, w_n = 1/N (N: the candidate pool, 4 for MCQ, the gallery for retrieval), e_c the
+four-template concept embeddings, and flip-averaged image features. t~ averages two views, the
+query and its negation-stripped text, each with c- projected out (App. B.3).
+
+Choices the paper leaves open, made here and printed by the chapter:
+* several negated concepts (''neither A nor B''): t~ leaves the span of all of them, and the
+  penalty sums p over them;
+* C+ empty (''There is no kite.''): eq. 14 is undefined, so tau(i) is the image's mean
+  similarity to the profile's category vocabulary, and the second term of eq. 13 (which needs
+  e_c+) is dropped;
+* with |C+| > 1 the second term averages sigm(kappa (alpha_c(i) - tau(i))) over c in C+; with one
+  affirmed concept it is the constant 1/4, as eq. 13 and 14 imply.
+A caption with no negated concept, or one the parser leaves unparsed, is scored holistically.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..diagnosis.concepts import ConceptBank
+from .parsed_scorer import ParsedTextScorer
+from .parsing import CaptionParse
+
+KAPPA = 50.0
+EC_LAMBDA = 1.9
+NEUTRAL_TEXT = "a photo."
+# "a is a fixed anchor (mean embedding of semantically neutral words)" (PeakPatch App. 0.F)
+NEUTRAL_WORDS = ("a photo.", "an image.", "a picture.", "something.", "a thing.")
+EC_VARIANTS = ("formula", "direction")
+
+
+def remove_directions(t: torch.Tensor, directions: torch.Tensor, lam: float = 1.0) -> torch.Tensor:
+    """normalize(t - lam * P t), P the orthogonal projector onto the span of ``directions`` [k, d]."""
+    q, _ = torch.linalg.qr(directions.double().T)                 # [d, k] orthonormal basis
+    t = t.double()
+    return F.normalize(t - lam * (t @ q) @ q.T, dim=-1).float()
+
+
+def rejection_score(alpha: np.ndarray, neg: Sequence[int], pos: Sequence[int], tau_vocab: np.ndarray | None,
+                    kappa: float = KAPPA) -> np.ndarray:
+    """p_c-(i) of eq. 13-14 for every image: ``alpha`` [I, V] image x concept similarities,
+    ``neg`` / ``pos`` column indices of c- and C+, ``tau_vocab`` [I] the reference when C+ is empty."""
+    sig = lambda x: 1.0 / (1.0 + np.exp(-x))  # noqa: E731
+    tau = alpha[:, list(pos)].mean(axis=1) if len(pos) else tau_vocab
+    p = sum(sig(kappa * (alpha[:, c] - tau)) for c in neg)
+    if len(pos):
+        p = p - 0.5 * np.mean([sig(kappa * (alpha[:, c] - tau)) for c in pos], axis=0)
+    return p
+
+
+class HolisticScorer(ParsedTextScorer):
+    """Plain cosine with another text encoder (e.g. PeakPatch's ECN embedding without its SCN)."""
+
+    def __init__(self, images, encode, name: str = "holistic"):
+        super().__init__(images, encode, name)
+
+    def corrected(self, captions: Sequence[str]) -> torch.Tensor:
+        return self.text(captions)          # no parse, so nothing falls back
+
+
+class EmbeddingCorrectionScorer(ParsedTextScorer):
+    """Aggarwal et al.'s embedding correction with lambda = 1.9 (KTN App. C), in two readings:
+
+    * ``formula`` (default), as PeakPatch App. 0.F writes it:
+      e* = normalize(e_c - lambda (proj(e_c, e_neg) - a)), the projection of the query e_c onto
+      the negated concept(s) e_neg removed (over-subtracted) and the anchor a, the mean embedding
+      of semantically neutral words, added back;
+    * ``direction``, how KTN App. C words it ("projected out ..., anchored to a neutral text
+      embedding"), the book's earlier reading: the direction normalize(e_neg - f_T("a photo."))
+      projected out of the query with lambda, and no anchor added back.
+    """
+
+    def __init__(self, images, encode, name: str = "EC", lam: float = EC_LAMBDA, variant: str = "formula",
+                 neutral: Sequence[str] = NEUTRAL_WORDS, bank: ConceptBank | None = None):
+        super().__init__(images, encode, name)
+        if variant not in EC_VARIANTS:
+            raise ValueError(f"unknown Embedding Correction variant {variant!r}; choose one of {EC_VARIANTS}")
+        self.lam, self.variant = lam, variant
+        self.neutral = [NEUTRAL_TEXT] if variant == "direction" else list(neutral)
+        self.bank = bank or ConceptBank(encode)
+
+    def anchor(self) -> torch.Tensor:
+        """a: the mean of the neutral texts' unit embeddings."""
+        return F.normalize(self.text(self.neutral).float(), dim=-1).mean(0)
+
+    def _correct(self, t: torch.Tensor, parse: CaptionParse) -> torch.Tensor:
+        if not parse.negated:
+            return t
+        if self.variant == "direction":
+            anchor = self.text([NEUTRAL_TEXT])[0]
+            return remove_directions(t, F.normalize(self.bank.vectors(parse.negated) - anchor, dim=-1), self.lam)
+        q, _ = torch.linalg.qr(self.bank.vectors(parse.negated).double().T)     # [d, k] basis of the e_neg
+        e = t.double()
+        projection = (e @ q) @ q.T
+        return F.normalize(e - self.lam * (projection - self.anchor().double()), dim=-1).float()
+
+
+class KtnScorer(ParsedTextScorer):
+    """KTN (eq. 11-14). ``rejection=False`` keeps only Dimension 1 (KTN Table 3's "+ Proj");
+    ``pool_weight`` fixes w_n instead of 1/N."""
+
+    def __init__(self, images, encode, vocabulary: Sequence[str], name: str = "KTN", kappa: float = KAPPA,
+                 rejection: bool = True, multiview: bool = True, pool_weight: float | None = None,
+                 bank: ConceptBank | None = None, parses: dict | None = None):
+        super().__init__(images, encode, name, parses)
+        if not vocabulary:
+            raise ValueError("KtnScorer needs a concept vocabulary (the categories) for tau(i) when C+ is empty")
+        self.vocabulary = list(vocabulary)
+        self.kappa, self.rejection, self.multiview, self.pool_weight = kappa, rejection, multiview, pool_weight
+        self.bank = bank or ConceptBank(encode)
+
+    def weight(self, pool: int) -> float:
+        return self.pool_weight if self.pool_weight is not None else 1.0 / pool
+
+    def _correct(self, t: torch.Tensor, parse: CaptionParse) -> torch.Tensor:
+        """t~ (eq. 12): c- projected out of the query and, when there is an affirmed part, out of
+        its negation-stripped text too, the two views averaged."""
+        if not parse.negated:
+            return t
+        directions = self.bank.vectors(parse.negated)
+        views = [remove_directions(t, directions)]
+        if self.multiview and parse.affirmed and parse.stripped.strip() and parse.stripped != parse.caption:
+            views.append(remove_directions(self.text([parse.stripped])[0], directions))
+        return F.normalize(torch.stack(views).mean(0), dim=-1)
+
+    def penalty(self, image_features: torch.Tensor, parse: CaptionParse) -> np.ndarray:
+        """p_c-(i) for every image of ``image_features`` (zeros when there is nothing to reject)."""
+        if not (parse.parsed and parse.negated):
+            return np.zeros(len(image_features))
+        affirmed = [n for n in parse.affirmed if n not in parse.negated]
+        names = list(dict.fromkeys(parse.negated + affirmed))
+        alpha = self.bank.similarities(image_features, names).double().numpy()
+        column = {n: k for k, n in enumerate(names)}
+        tau_vocab = None if affirmed else self.bank.similarities(image_features, self.vocabulary).double().mean(1).numpy()
+        return rejection_score(alpha, [column[n] for n in parse.negated], [column[n] for n in affirmed], tau_vocab,
+                               self.kappa)
+
+    def _edit(self, image_features, parse, pool):
+        return -self.weight(pool) * self.penalty(image_features, parse) if self.rejection and parse.negated else None

@@ -1,0 +1,109 @@
+"""LCSE's analyses: the calibration set, the calibration ablation (LCSE Tables 8-9), evidence-quality
+stratification (Table 4) and the per-operator table (Table 3)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ..benchmarks.factor import FactorConfig, build_factor
+from ..core.logic import canonical
+from ..core.metrics import roc_auc
+from .lcse import (
+    Calibration,
+    LcseScorer,
+    calibration_grid,
+    default_calibration,
+    fit_calibration,
+    pairwise_evidence,
+)
+
+STRATA = (("High (>0.90)", 0.90, 1.01), ("Medium (0.75-0.90)", 0.75, 0.90), ("Low (<0.75)", -0.01, 0.75))
+OPERATOR_ORDER = ("NOT", "NEITHER", "BUT-NOT", "AND", "OR")
+PAPER_OPERATOR = {"NOT": "not A", "NEITHER": "not A and not B", "BUT-NOT": "A and not B", "AND": "A and B",
+                  "OR": "A or B"}
+
+
+def calibration_set(split, per_operator: int = 100, seed: int = 1) -> pd.DataFrame:
+    """Pairwise operator tests (NOT, AND, OR, BUT-NOT, NEITHER) from ``split``'s annotations, as
+    FACTOR-Bench builds them but with another seed: LCSE App. A's held-out calibration data."""
+    config = FactorConfig(seed=seed, operator_samples=per_operator, equivalence_samples=(), compound_samples=0,
+                          nested_samples=0)
+    return build_factor(split, config)
+
+
+def ablation_rows(grid: pd.DataFrame, mu: float, beta: float) -> pd.DataFrame:
+    """LCSE Tables 8-9: mu varied at the chosen beta, then beta varied at the chosen mu."""
+    tests = [t for t in OPERATOR_ORDER if t in grid.columns] + ["All"]
+    by_mu = grid[np.isclose(grid["beta"], beta)].assign(param="mu", value=lambda f: f["mu"])
+    by_beta = grid[np.isclose(grid["mu"], mu)].assign(param="beta", value=lambda f: f["beta"])
+    table = pd.concat([by_mu, by_beta])[["param", "value", *tests]]
+    table[tests] = (100 * table[tests]).round(1)
+    return table.reset_index(drop=True)
+
+
+def concept_detection_auc(bank, split, image_features, concepts) -> pd.Series:
+    """Per concept, the AUC of its image similarity for telling images with it from images without."""
+    sims = bank.similarities(image_features, list(concepts)).numpy()
+    out = {}
+    for k, c in enumerate(concepts):
+        labels = np.array([c in objs for objs in split.objects], dtype=float)
+        out[c] = roc_auc(labels, sims[:, k]) if 0 < labels.sum() < len(labels) else np.nan
+    return pd.Series(out, name="detection AUC")
+
+
+def evidence_strata(samples: pd.DataFrame, auc: pd.Series, correct: dict[str, np.ndarray]) -> pd.DataFrame:
+    """LCSE Table 4: the FACTOR operator split binned by the weakest detection AUC among each
+    sample's concepts, with each method's accuracy per bin (``correct``: method -> bool per sample)."""
+    weakest = np.array([min(auc[c] for c in json.loads(cs)) for cs in samples["concepts"]])
+    rows = []
+    for label, lo, hi in STRATA:
+        mask = (weakest > lo) & (weakest <= hi) if lo >= 0 else weakest <= hi
+        rows.append({"min concept AUC": label, "n": int(mask.sum()),
+                     **{m: 100 * float(c[mask].mean()) if mask.any() else np.nan for m, c in correct.items()}})
+    rows.append({"min concept AUC": "Overall", "n": len(samples), **{m: 100 * float(c.mean()) for m, c in correct.items()}})
+    return pd.DataFrame(rows).round(1)
+
+
+def operator_table(results: pd.DataFrame) -> pd.DataFrame:
+    """LCSE Table 3's layout: accuracy per operator of the FACTOR operator split, per method, in %."""
+    op = results[results["task"] == "factor_operator"].set_index("method")
+    columns = {f"accuracy[{t}]": PAPER_OPERATOR[t] for t in OPERATOR_ORDER if f"accuracy[{t}]" in op}
+    table = 100 * op[list(columns)].rename(columns=columns)
+    table["All"] = 100 * op["accuracy"]
+    return table.round(1)
+
+
+def parser_agreement(factor: pd.DataFrame, parses: dict) -> pd.DataFrame:
+    """Per FACTOR split, the share of captions whose parse equals the oracle parse (operator,
+    concepts and polarity; order-free), and the share left unparsed."""
+    rows = []
+    for split_name, group in factor.groupby("split", sort=False):
+        pairs = list(zip(group["caption_0"], group["parse_0"])) + list(zip(group["caption_1"], group["parse_1"]))
+        match = [parses[c].parsed and canonical(parses[c].parse) == canonical(json.loads(o)) for c, o in pairs]
+        rows.append({"FACTOR split": split_name, "captions": len(pairs), "match oracle": float(np.mean(match)),
+                     "unparsed": float(np.mean([not parses[c].parsed for c, _ in pairs]))})
+    return pd.DataFrame(rows)
+
+
+def oracle_parses(factor: pd.DataFrame) -> dict[str, dict]:
+    """caption -> oracle parse, from FACTOR-Bench's embedded parses."""
+    out = {}
+    for k in (0, 1):
+        out.update({c: json.loads(p) for c, p in zip(factor[f"caption_{k}"], factor[f"parse_{k}"])})
+    return out
+
+
+def fit_on_split(images, encode, tests: pd.DataFrame, split, model_name: str | None = None,
+                 betas=(10, 20, 30, 40, 50, 60)):
+    """(mu, beta) for LCSE on ``encode``: the paper's default for a known real backbone, else the
+    grid maximum over pairwise operator ``tests`` of ``split`` (from :func:`calibration_set`),
+    with mu spanning the 5-95% range of the concept similarities."""
+
+    known = default_calibration(model_name)
+    if known is not None:
+        return known
+    evidence = pairwise_evidence(LcseScorer(images, encode, Calibration(0.0, 1.0)), tests, split)
+    lo, hi = np.quantile(evidence["sims"], [0.05, 0.95])
+    return fit_calibration(calibration_grid(evidence, np.round(np.linspace(lo, hi, 13), 3), betas))

@@ -1,0 +1,183 @@
+"""NegFull: fine-tune the whole CLIP on negation data (NegBench sec. 4), the "encoder fine-tuning"
+row of every table.
+
+    L = alpha * L_CLIP + (1 - alpha) * L_MCQ                                  (NegBench eq. 2)
+
+L_CLIP is the symmetric contrastive loss over the batch's images and one positive caption per
+image: under the ``negbench`` protocol an affirmative or NegCap caption (true negations), so
+alpha = 1 is NegBench's NegCap fine-tuning, not plain CC12M fine-tuning; a protocol with hard
+negatives adds them to the image -> text denominator. L_MCQ is the 4-way cross-entropy of each
+image over its MCQ's options (NegMCQ, or App. 0.J's counterpart question). alpha is chosen by
+the accuracy on the held-out images' NegMCQ, never on a benchmark.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..core.cache import config_hash
+from ..models.backbone import Backbone, load_backbone, save_checkpoint
+from ..models.features import captions_hash
+from ..models.weights import read_checkpoint_metadata
+from .training_data import (
+    NegationData,
+    contrastive_loss,
+    mcq_accuracy,
+    mcq_loss,
+    protocol_view,
+    with_protocol,
+)
+
+
+@dataclass(frozen=True)
+class NegFullConfig:
+    alpha: float = 0.5
+    protocol: str = "negbench"
+    images: int | None = None      # training images used (None: all); one epoch
+    batch_size: int = 128
+    lr: float = 1e-5
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    bf16: bool = True
+    seed: int = 0
+
+
+def negfull_loss(backbone: Backbone, images: torch.Tensor, text: torch.Tensor, batch: dict, alpha: float):
+    """The loss of one batch: ``text`` tokenises the batch's distinct captions, ``batch`` is
+    ``ProtocolView.batch``'s layout. A term with weight 0 is not computed."""
+    model = backbone.model
+    img = F.normalize(model.encode_image(images), dim=-1).float()
+    parts = ([batch["positives"], batch["negatives"]] if alpha > 0 else []) + ([batch["mcq"].ravel()] if alpha < 1 else [])
+    needed = np.unique(np.concatenate(parts)).astype(np.int64)
+    embedded = torch.zeros(len(text), img.shape[1])
+    embedded[needed] = F.normalize(backbone.text_tower.encode_by_length(text[needed]), dim=-1).float()
+    scale = model.logit_scale.exp()
+    zero = torch.zeros((), requires_grad=False)
+    loss_clip = contrastive_loss(img, embedded[np.concatenate([batch["positives"], batch["negatives"]])], scale) \
+        if alpha > 0 else zero
+    if alpha < 1 and len(batch["mcq_rows"]):
+        opt = torch.from_numpy(batch["mcq"])
+        scores = (img[torch.from_numpy(batch["mcq_rows"])][:, None, :] * embedded[opt]).sum(-1)
+        loss_mcq = mcq_loss(scores, batch["mcq_correct"], scale)
+    else:
+        loss_mcq = zero
+    return alpha * loss_clip + (1 - alpha) * loss_mcq, loss_clip, loss_mcq
+
+
+def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConfig,
+                     progress: bool = True) -> tuple[Backbone, pd.DataFrame]:
+    """A fine-tuned copy of ``backbone`` (the original is untouched) and the per-step losses."""
+    if not 0.0 <= config.alpha <= 1.0:
+        raise ValueError(f"NegFull alpha must be in [0, 1], got {config.alpha}")
+    view = protocol_view(data, config.protocol)
+    n_images = len(view.images) if config.images is None else min(config.images, len(view.images))
+    if n_images < max(3, config.batch_size):
+        raise ValueError(f"NegFull needs at least batch_size={config.batch_size} training images, got {n_images}")
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    model = copy.deepcopy(backbone.model)
+    tuned = Backbone(model, backbone.model_name, backbone.tokenizer, backbone.report, backbone.device)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    steps = n_images // config.batch_size
+    order = rng.permutation(len(view.images))[:n_images]
+    pixels = np.asarray(data.split.pixels())
+    history = []
+    bar = tqdm(total=steps, desc=f"NegFull alpha={config.alpha:g} [{config.protocol}]", disable=not progress)
+    for step in range(steps):
+        rows = order[step * config.batch_size:(step + 1) * config.batch_size]
+        for group in optimizer.param_groups:
+            group["lr"] = config.lr * 0.5 * (1 + math.cos(math.pi * step / max(1, steps)))
+        batch = view.batch(rows, rng)
+        images = tuned.pixels_to_tensor(pixels[view.images[rows]])
+        text = tuned.tokenize([data.captions[c] for c in batch["captions"]])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16 and tuned.device.type == "cpu"):
+            loss, loss_clip, loss_mcq = negfull_loss(tuned, images, text, batch, config.alpha)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        with torch.no_grad():
+            model.logit_scale.clamp_(0, math.log(100))
+        history.append({"alpha": config.alpha, "protocol": config.protocol, "step": step + 1, "loss": loss.item(),
+                        "loss CLIP": loss_clip.item(), "loss MCQ": loss_mcq.item()})
+        bar.update()
+    bar.close()
+    model.eval()
+    return tuned, pd.DataFrame(history)
+
+
+@torch.no_grad()
+def held_out_accuracy(backbone: Backbone, data: NegationData) -> float:
+    """4-way accuracy of a (fine-tuned) backbone on the held-out images' NegMCQ (ties wrong)."""
+    mcq = data.held_out_mcq()
+    images = backbone.encode_images(data.split.images(mcq["image_index"].to_numpy()), progress=False)
+    options = mcq[[f"option_{k}" for k in range(4)]].to_numpy()
+    text = backbone.encode_text([data.captions[c] for c in options.ravel()]).reshape(len(mcq), 4, -1)
+    return mcq_accuracy((images[:, None, :] * text).sum(-1), mcq["correct"].to_numpy())
+
+
+def ensure_negfull(backbone: Backbone, base_key: str, data: NegationData, config: NegFullConfig,
+                   artifacts_dir: str | Path, progress: bool = True) -> tuple[Backbone, float]:
+    """The fine-tuned model for (base model, data, config), trained once and reused by its hash,
+    with its held-out NegMCQ accuracy (stored in the checkpoint)."""
+    key = config_hash({"base": base_key, "captions": captions_hash(data.captions),
+                       "train": data.train_images.tolist(), "config": asdict(config)})
+    path = Path(artifacts_dir) / "negfull" / f"negfull-{key}.pt"
+    if not path.exists():
+        tuned, history = finetune_negfull(backbone, data, config, progress)
+        accuracy = held_out_accuracy(tuned, data)
+        save_checkpoint(tuned.model, path, backbone.model_name,
+                        extra={"negfull_config": asdict(config), "final_loss": float(history["loss"].iloc[-1]),
+                               "held_out_mcq_accuracy": accuracy})
+    tuned = load_backbone(backbone.model_name, checkpoint=path, device=str(backbone.device))
+    return tuned, float(read_checkpoint_metadata(path)["held_out_mcq_accuracy"])
+
+
+def choose_alpha(selection: pd.DataFrame) -> pd.DataFrame:
+    """``selection`` with ``chosen`` marking, per protocol, the alpha with the best held-out NegMCQ
+    accuracy (the first listed on ties)."""
+    selection = selection.copy()
+    selection["chosen"] = False
+    best = selection.groupby("protocol", sort=False)["held-out MCQ accuracy"].idxmax()
+    selection.loc[best.to_numpy(), "chosen"] = True
+    return selection
+
+
+def fit_protocols(backbone: Backbone, base_key: str, data: NegationData, settings, artifacts_dir,
+                  progress: bool = True) -> tuple[dict, pd.DataFrame]:
+    """NegFull for every protocol of ``settings.protocols``: under those in
+    ``settings.negfull_alpha_protocols`` every alpha of ``settings.negfull_alphas``, the alpha
+    chosen on held-out NegMCQ; the other protocols reuse the first sweeping protocol's choice.
+    Returns the models by (protocol, alpha) and one row per run (protocol, alpha, method,
+    held-out MCQ accuracy, chosen)."""
+    def config(protocol, alpha):
+        return NegFullConfig(alpha=alpha, protocol=protocol, images=settings.negfull_images, lr=settings.negfull_lr,
+                             batch_size=settings.negfull_batch_size)
+
+    models, rows = {}, []
+
+    def fit(protocol, alpha):
+        models[(protocol, alpha)], accuracy = ensure_negfull(backbone, base_key, data, config(protocol, alpha),
+                                                             artifacts_dir, progress)
+        rows.append({"protocol": protocol, "alpha": alpha, "method": with_protocol(f"NegFull alpha={alpha:g}", protocol),
+                     "held-out MCQ accuracy": accuracy})
+
+    sweeping = [p for p in settings.protocols if p in settings.negfull_alpha_protocols]
+    for protocol in sweeping:
+        for alpha in settings.negfull_alphas:
+            fit(protocol, alpha)
+    swept = choose_alpha(pd.DataFrame(rows))
+    alpha = float(swept[(swept["protocol"] == sweeping[0]) & swept["chosen"]]["alpha"].iloc[0])
+    for protocol in settings.protocols:
+        if protocol not in sweeping:
+            fit(protocol, alpha)
+    return models, choose_alpha(pd.DataFrame(rows))

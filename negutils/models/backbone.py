@@ -1,0 +1,374 @@
+"""Backbones: any open_clip model plus the project's small configs, with per-layer text taps.
+
+``Backbone.encode_text_layers`` runs ONE forward pass and returns, for every text layer l, the
+EOS hidden state passed through ``ln_final`` and ``text_projection`` and L2-normalised
+(f^l_T of PeakPatch sec. 3.1), the final embedding, and on request the per-layer token
+sequences after ``ln_final`` with their mask (what PeakPatch's ECN reads).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import open_clip
+import torch
+import torch.nn.functional as F
+from open_clip.transform import PreprocessCfg, image_transform_v2
+from PIL import Image
+from tqdm.auto import tqdm
+
+from ..core.cache import atomic_save
+from . import weights
+from .weights import LoadReport
+
+PROJECT_CONFIG_DIR = Path(__file__).parent / "model_configs"
+_registered = False
+
+
+def register_project_configs() -> list[str]:
+    """Make the project's configs (``negbook-*``) known to open_clip's factory."""
+    global _registered
+    if not _registered:
+        open_clip.add_model_config(PROJECT_CONFIG_DIR)
+        _registered = True
+    return sorted(p.stem for p in PROJECT_CONFIG_DIR.glob("*.json"))
+
+
+@dataclass
+class TextLayers:
+    """Result of one tapped text forward pass over B captions."""
+    final: torch.Tensor               # [B, d] encode_text output, L2-normalised
+    eos: torch.Tensor                 # [L, B, d] f^l_T for l = 1..L (index l-1), L2-normalised
+    eos_index: torch.Tensor           # [B] position of the pooled (EOS) token
+    tokens: dict[int, torch.Tensor] | None = None   # layer l -> [B, N, width] after ln_final
+    mask: torch.Tensor | None = None  # [B, N] True at real tokens (SOT..EOS)
+
+    def layer(self, l: int) -> torch.Tensor:
+        """f^l_T with PeakPatch's 1-based layer numbering."""
+        if not 1 <= l <= self.eos.shape[0]:
+            raise IndexError(f"layer {l} out of range 1..{self.eos.shape[0]}")
+        return self.eos[l - 1]
+
+
+class _TextTower:
+    """Uniform access to the text-side modules of CLIP and CustomTextCLIP models."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        if isinstance(model, open_clip.CLIP):
+            self.module, self.pool_type = model, model.text_pool_type
+            self.eos_id = getattr(model, "text_eos_id", None)
+        elif isinstance(getattr(model, "text", None), open_clip.transformer.TextTransformer):
+            self.module, self.pool_type = model.text, model.text.pool_type
+            self.eos_id = getattr(model.text, "eos_id", None)
+            if model.text.cls_emb is not None:
+                raise NotImplementedError("layer taps do not support text towers with an appended CLS token (CoCa)")
+        else:
+            raise NotImplementedError(
+                f"layer taps need an open_clip TextTransformer; {type(getattr(model, 'text', model)).__name__} "
+                "(e.g. a Hugging Face text tower) is not supported")
+        self.transformer = self.module.transformer
+        self.ln_final = self.module.ln_final
+        self.projection = self.module.text_projection
+        self.pad_id = getattr(self.module, "pad_id", 0)
+        self.trims = self._trimmable()
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.transformer.resblocks)
+
+    def eos_positions(self, text: torch.Tensor) -> torch.Tensor:
+        n = text.shape[1]
+        if self.pool_type == "argmax":
+            return text.argmax(dim=-1)
+        if self.pool_type == "eos":
+            return (text == self.eos_id).int().argmax(dim=-1)
+        if self.pool_type == "last":
+            return torch.full((text.shape[0],), n - 1, dtype=torch.long, device=text.device)
+        if self.pool_type == "first":
+            return torch.zeros(text.shape[0], dtype=torch.long, device=text.device)
+        raise NotImplementedError(f"text pool type {self.pool_type!r} has no single EOS position")
+
+    def project(self, pooled: torch.Tensor) -> torch.Tensor:
+        if self.projection is None:
+            return pooled
+        if isinstance(self.projection, torch.nn.Linear):
+            return self.projection(pooled)
+        return pooled @ self.projection
+
+    def _trimmable(self) -> bool:
+        """Whether positions after the last EOS can be dropped: a CLIP text tower with a causal mask
+        pooling at the EOS token, where no later position reaches any earlier state."""
+        mask = getattr(self.module, "attn_mask", None)
+        if not (isinstance(self.module, open_clip.CLIP) and self.pool_type in ("argmax", "eos") and mask is not None):
+            return False
+        above = torch.ones(mask.shape, dtype=torch.bool, device=mask.device).triu(1)
+        return bool(torch.isinf(mask[above]).all() and torch.isfinite(mask[~above]).all())
+
+    def encode(self, text: torch.Tensor, normalize: bool = False) -> torch.Tensor:
+        """``model.encode_text(text)``, computed over the first L positions only (L = the batch's
+        last EOS + 1) where ``trims``: the same embedding at a fraction of the cost for captions
+        shorter than the context. Other towers run at full length."""
+        if not self.trims:
+            return self.model.encode_text(text, normalize=normalize)
+        m = self.module
+        n = int(self.eos_positions(text).max()) + 1
+        text = text[:, :n]
+        cast = m.transformer.get_cast_dtype()
+        x = m.token_embedding(text).to(cast) + m.positional_embedding[:n].to(cast)
+        x = m.ln_final(m.transformer(x, attn_mask=m.attn_mask[:n, :n]))
+        pooled = self.project(x[torch.arange(x.shape[0], device=x.device), self.eos_positions(text)])
+        return F.normalize(pooled, dim=-1) if normalize else pooled
+
+    def encode_by_length(self, text: torch.Tensor, chunk: int = 128, normalize: bool = False) -> torch.Tensor:
+        """``encode`` over chunks of captions of similar length (sorted by EOS position), rows in
+        the input order: each chunk is trimmed to its own longest caption."""
+        order = torch.argsort(self.eos_positions(text), stable=True)
+        parts = [self.encode(text[order[k:k + chunk]], normalize) for k in range(0, len(text), chunk)]
+        out = torch.empty(len(text), parts[0].shape[-1], dtype=parts[0].dtype, device=parts[0].device)
+        out[order] = torch.cat(parts)
+        return out
+
+
+class Backbone:
+    """An open_clip model with its tokenizer and preprocessing, frozen in eval mode."""
+
+    def __init__(self, model: torch.nn.Module, model_name: str, tokenizer, report: LoadReport,
+                 device: str | torch.device = "cpu"):
+        self.model = model.eval()
+        self.model_name = model_name
+        self.tokenizer = tokenizer
+        self.report = report
+        self.device = torch.device(device)
+        self.text_tower = _TextTower(model)
+        pcfg = PreprocessCfg(**open_clip.get_model_preprocess_cfg(model))
+        self.preprocess = image_transform_v2(pcfg, is_train=False)
+        self.image_size = pcfg.size if isinstance(pcfg.size, int) else pcfg.size[0]
+        self._mean = torch.tensor(pcfg.mean).view(1, 3, 1, 1)
+        self._std = torch.tensor(pcfg.std).view(1, 3, 1, 1)
+
+    @property
+    def n_layers(self) -> int:
+        return self.text_tower.n_layers
+
+    @property
+    def context_length(self) -> int:
+        return int(self.tokenizer.context_length)
+
+    @property
+    def embed_dim(self) -> int:
+        proj = self.text_tower.projection
+        if proj is None:
+            return int(self.text_tower.transformer.width)
+        return int(proj.out_features if isinstance(proj, torch.nn.Linear) else proj.shape[-1])
+
+    def tokenize(self, captions: Sequence[str]) -> torch.Tensor:
+        captions = list(captions)
+        encode = getattr(self.tokenizer, "encode", None)
+        if encode is not None:
+            too_long = [c for c in captions if len(encode(c)) + 2 > self.context_length]
+            if too_long:
+                warnings.warn(f"{len(too_long)} caption(s) exceed the context length {self.context_length} and are "
+                              f"truncated, e.g. {too_long[0]!r}", stacklevel=2)
+        return self.tokenizer(captions).to(self.device)
+
+    @torch.no_grad()
+    def encode_text(self, captions: Sequence[str], batch_size: int = 256) -> torch.Tensor:
+        """Plain ``encode_text``, L2-normalised: the untapped reference. Captions are encoded in
+        batches of similar length, each trimmed to its longest caption (``_TextTower.encode``)."""
+        captions = list(captions)
+        if not captions:
+            return torch.empty(0, self.embed_dim)
+        return self.text_tower.encode_by_length(self.tokenize(captions), batch_size, normalize=True).float().cpu()
+
+    @torch.no_grad()
+    def encode_text_layers(self, captions: Sequence[str], token_layers: Sequence[int] | bool = (),
+                           batch_size: int = 256, progress: bool = False) -> TextLayers:
+        """Tapped forward pass. ``token_layers``: 1-based layers whose full token sequences to keep
+        (``True`` keeps all)."""
+        captions = list(captions)
+        if token_layers is True:
+            token_layers = range(1, self.n_layers + 1)
+        token_layers = sorted(set(token_layers or ()))
+        text = self.tokenize(captions)
+        # batches of similar length, each trimmed to its longest caption; rows back in input order
+        by_length = torch.argsort(self.text_tower.eos_positions(text), stable=True)
+        order = by_length.cpu()
+        parts = [self._tapped_batch(text[by_length[i:i + batch_size]], token_layers)
+                 for i in tqdm(range(0, len(captions), batch_size), desc="text taps", disable=not progress)]
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(len(order))
+        width = max(p.mask.shape[1] for p in parts) if token_layers else 0
+
+        def padded(x: torch.Tensor) -> torch.Tensor:    # [B, n, ...] -> [B, width, ...], zeros / False after n
+            out = x.new_zeros((x.shape[0], width, *x.shape[2:]))
+            out[:, :x.shape[1]] = x
+            return out
+
+        return TextLayers(
+            final=torch.cat([p.final for p in parts])[inverse],
+            eos=torch.cat([p.eos for p in parts], dim=1)[:, inverse],
+            eos_index=torch.cat([p.eos_index for p in parts])[inverse],
+            tokens={l: torch.cat([padded(p.tokens[l]) for p in parts])[inverse] for l in token_layers}
+            if token_layers else None,
+            mask=torch.cat([padded(p.mask) for p in parts])[inverse] if token_layers else None,
+        )
+
+    def _tapped_batch(self, text: torch.Tensor, token_layers: list[int]) -> TextLayers:
+        tower = self.text_tower
+        if tower.trims:                 # the positions the tower reads, as ``_TextTower.encode`` trims
+            text = text[:, :int(tower.eos_positions(text).max()) + 1]
+        captured: list[torch.Tensor] = []
+        batch_first = getattr(tower.transformer, "batch_first", True)
+
+        def hook(_module, _inputs, output):
+            captured.append(output if batch_first else output.transpose(0, 1))
+
+        handles = [blk.register_forward_hook(hook) for blk in tower.transformer.resblocks]
+        try:
+            final = tower.encode(text, normalize=True)
+        finally:
+            for h in handles:
+                h.remove()
+        eos_index = tower.eos_positions(text)
+        rows = torch.arange(text.shape[0], device=text.device)
+        # ln_final is per-token, so pooling before it equals pooling after it and is L times cheaper.
+        eos = torch.stack([F.normalize(tower.project(tower.ln_final(h[rows, eos_index])), dim=-1)
+                           for h in captured])
+        tokens = mask = None
+        if token_layers:
+            tokens = {l: tower.ln_final(captured[l - 1]).float().cpu() for l in token_layers}
+            positions = torch.arange(text.shape[1], device=text.device)[None, :]
+            mask = (positions <= eos_index[:, None]) & ((text != tower.pad_id) | (positions == eos_index[:, None]))
+            mask = mask.cpu()
+        return TextLayers(final.float().cpu(), eos.float().cpu(), eos_index.cpu(), tokens, mask)
+
+    def pixels_to_tensor(self, pixels: np.ndarray) -> torch.Tensor:
+        """uint8 [N, H, W, 3] at the model's resolution -> normalised float [N, 3, H, W]."""
+        x = torch.from_numpy(np.ascontiguousarray(pixels)).permute(0, 3, 1, 2).float().div_(255.0)
+        return (x - self._mean) / self._std
+
+    def _as_batch(self, images) -> torch.Tensor:
+        if isinstance(images, np.ndarray) and images.ndim == 4 and images.shape[1] == self.image_size \
+                and images.shape[2] == self.image_size:
+            return self.pixels_to_tensor(images)
+        if isinstance(images, np.ndarray):
+            images = [Image.fromarray(np.asarray(im)) for im in images]
+        return torch.stack([self.preprocess(im) for im in images])
+
+    @torch.no_grad()
+    def encode_images(self, images, flip_average: bool = False, batch_size: int = 256,
+                      progress: bool = False) -> torch.Tensor:
+        """L2-normalised image embeddings. ``flip_average`` uses normalize((f(x) + f(flip x)) / 2),
+        KTN App. B.4 eq. 20."""
+        out = []
+        for i in tqdm(range(0, len(images), batch_size), desc="images", disable=not progress):
+            x = self._as_batch(images[i:i + batch_size]).to(self.device)
+            feats = self.model.encode_image(x)
+            if flip_average:
+                feats = (feats + self.model.encode_image(torch.flip(x, dims=[3]))) / 2
+            out.append(F.normalize(feats.float(), dim=-1).cpu())
+        return torch.cat(out)
+
+
+def get_tokenizer(model_name: str):
+    """open_clip's tokenizer for ``model_name``, project configs included (no model is built)."""
+    register_project_configs()
+    return open_clip.get_tokenizer(model_name)
+
+
+def create_model(model_name: str, *, quick_gelu: bool = False, seed: int | None = 0,
+                 device: str = "cpu", precision: str = "fp32") -> torch.nn.Module:
+    """A randomly initialised open_clip model (seeded, so the same seed gives the same weights)."""
+    register_project_configs()
+    if seed is not None:
+        torch.manual_seed(seed)
+    factory_log = logging.getLogger()  # open_clip warns "initialized randomly" on the root logger
+    level = factory_log.level
+    factory_log.setLevel(logging.ERROR)
+    try:
+        return open_clip.create_model(model_name, pretrained=None, force_quick_gelu=quick_gelu,
+                                      device=device, precision=precision)
+    finally:
+        factory_log.setLevel(level)
+
+
+def load_backbone(model_name: str | None = None, pretrained: str | None = None, *,
+                  checkpoint: str | os.PathLike | None = None, quick_gelu: bool | None = None,
+                  device: str = "cpu", precision: str = "fp32", cache_dir: str | None = None,
+                  seed: int = 0) -> Backbone:
+    """Load an open_clip backbone.
+
+    Args:
+        model_name: an open_clip config (``"ViT-B-32"``, ``"ViT-B-16-SigLIP"``, ``"EVA02-B-16"``)
+            or a project config (``"negbook-organism"``, ``"negbook-tiny"``). May be omitted
+            when ``checkpoint`` was written by this project (its metadata names the model).
+        pretrained: an open_clip pretrained tag (``"openai"``, ``"laion2b_s34b_b79k"``), a path to
+            a weights file, or ``None`` for a seeded random initialisation.
+        checkpoint: a local weights file; takes precedence over ``pretrained``. Every key must
+            match the config, otherwise ``CheckpointMismatchError``.
+        quick_gelu: force the QuickGELU activation. ``None`` decides automatically: on for tags
+            trained with it (OpenAI weights), or as recorded in a project checkpoint.
+        device, precision: passed to open_clip (``"fp32"``, ``"bf16"``, ``"fp16"``...).
+        cache_dir: Hugging Face cache to search for tagged weights (default: ``HF_HUB_CACHE``/``HF_HOME``).
+        seed: torch seed for random initialisation.
+
+    Offline, a tag that is not cached raises ``WeightsUnavailableError`` in about a second.
+    """
+    register_project_configs()
+    notes: list[str] = []
+    if checkpoint is None and pretrained is not None and Path(str(pretrained)).is_file():
+        checkpoint, pretrained = pretrained, None
+    path: str | None = None
+    if checkpoint is not None:
+        path = str(checkpoint)
+        meta = weights.read_checkpoint_metadata(path)
+        if model_name is None:
+            model_name = meta.get("model_name")
+            if model_name is None:
+                raise ValueError(f"checkpoint {path} carries no model name; pass model_name=")
+        if "quick_gelu" in meta:
+            if quick_gelu is not None and quick_gelu != meta["quick_gelu"]:
+                raise ValueError(f"checkpoint {path} was trained with quick_gelu={meta['quick_gelu']}, "
+                                 f"but quick_gelu={quick_gelu} was requested")
+            quick_gelu = meta["quick_gelu"]
+        source = f"checkpoint {path}"
+    elif pretrained is not None:
+        if model_name is None:
+            raise ValueError("a pretrained tag needs model_name")
+        if quick_gelu is None and weights.tag_needs_quick_gelu(model_name, pretrained):
+            quick_gelu = True
+            notes.append(f"tag {pretrained!r} was trained with QuickGELU; forced it on "
+                         f"(equivalent to the '{model_name}-quickgelu' config)")
+        path, _cfg = weights.resolve_pretrained(model_name, pretrained, cache_dir=cache_dir)
+        source = f"pretrained tag {pretrained!r}" + (f" from {path}" if path else " (downloading)")
+    else:
+        if model_name is None:
+            raise ValueError("load_backbone needs model_name, a pretrained tag or a checkpoint")
+        source = f"random init (seed {seed})"
+    quick_gelu = bool(quick_gelu)
+    model = create_model(model_name, quick_gelu=quick_gelu, seed=seed, device=device, precision=precision)
+    n_loaded = 0
+    if path is not None:
+        n_loaded = weights.load_state_dict_strict(model, path, model_name)
+    elif pretrained is not None:  # online and not cached: let open_clip download into the HF cache
+        model = open_clip.create_model(model_name, pretrained=pretrained, force_quick_gelu=quick_gelu,
+                                       device=device, precision=precision, cache_dir=cache_dir)
+        n_loaded = len(model.state_dict())
+    report = LoadReport(model_name, source, n_loaded, sum(p.numel() for p in model.parameters()),
+                        quick_gelu, notes)
+    return Backbone(model, model_name, get_tokenizer(model_name), report, device)
+
+
+def save_checkpoint(model: torch.nn.Module, path: str | os.PathLike, model_name: str,
+                    quick_gelu: bool = False, extra: dict | None = None) -> Path:
+    """Write a checkpoint whose metadata lets ``load_backbone(checkpoint=path)`` rebuild the model."""
+
+    blob = {"state_dict": model.state_dict(),
+            "negbook": {"model_name": model_name, "quick_gelu": bool(quick_gelu), **(extra or {})}}
+    return atomic_save(path, lambda tmp: torch.save(blob, tmp))

@@ -1,0 +1,210 @@
+"""Pretrain a small open_clip model on the embedded world's affirmative-heavy alt text.
+
+This is the condition the papers blame for negation blindness (almost no negation in the
+captions), reproduced in a model whose every training caption we know.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import open_clip
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..core.cache import atomic_save, atomic_write_json, config_hash
+from ..world.coco import CocoSplit, load_split
+from .backbone import (
+    Backbone,
+    create_model,
+    get_tokenizer,
+    load_backbone,
+    save_checkpoint,
+)
+from .retrieval import retrieval_queries, retrieval_recall
+from .weights import LoadReport
+
+# Bump when the training loop changes meaning, so cached checkpoints are retrained.
+PRETRAIN_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    model_name: str = "negbook-organism"
+    samples: int = 60_000            # image-caption pairs seen; steps = samples // batch_size
+    batch_size: int = 128            # more updates beat more negatives at a 10-minute budget
+    lr: float = 3e-4                 # 5e-4 spiked and collapsed to loss = log(batch) on this organism
+    weight_decay: float = 0.1
+    warmup_fraction: float = 0.1
+    grad_clip: float | None = 1.0    # global-norm clipping: keeps higher learning rates from spiking
+    init_logit_scale: float | None = None  # None keeps open_clip's log(1/0.07)
+    bf16: bool = True                # bf16 autocast roughly doubles CPU throughput (DESIGN.md)
+    evaluations: int = 6             # held-out checkpoints on the val split, for the convergence curve
+    eval_images: int = 500
+    seed: int = 0
+
+    @property
+    def steps(self) -> int:
+        return max(1, self.samples // self.batch_size)
+
+
+@dataclass
+class PretrainResult:
+    checkpoint: Path
+    history: pd.DataFrame            # one row per step: loss, lr, logit scale, elapsed seconds
+    evaluations: pd.DataFrame        # held-out R@1/R@5 at several points of training
+    seconds: float
+    samples_per_second: float
+
+
+def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    # open_clip's rule: no decay on gains, biases, logit scale and embeddings.
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.ndim < 2 or "bn" in name or "ln" in name or "bias" in name or "logit_scale" in name \
+                or "embedding" in name:
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    return [{"params": no_decay, "weight_decay": 0.0}, {"params": decay, "weight_decay": weight_decay}]
+
+
+def _lr_at(step: int, config: PretrainConfig) -> float:
+    warmup = max(1, int(config.warmup_fraction * config.steps))
+    if step < warmup:
+        return config.lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, config.steps - warmup)
+    return config.lr * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _batches(split: CocoSplit, config: PretrainConfig):
+    """(image indices, captions) per step: epochs of shuffled images, one random caption each."""
+    rng = np.random.default_rng([config.seed, 1])
+    step = 0
+    while True:
+        order = rng.permutation(len(split))
+        for start in range(0, len(order) - config.batch_size + 1, config.batch_size):
+            idx = np.sort(order[start:start + config.batch_size])
+            caps = [split.captions[i][int(rng.integers(len(split.captions[i])))]["caption"] for i in idx]
+            yield idx, caps
+            step += 1
+            if step >= config.steps:
+                return
+
+
+def evaluate_retrieval(backbone: Backbone, split: CocoSplit, n_images: int | None = None) -> dict:
+    """Zero-shot text->image and image->text recall on the split's affirmative full captions."""
+    idx, queries = retrieval_queries(split, n_images)
+    img = backbone.encode_images(split.images(idx))
+    txt = backbone.encode_text(queries)
+    return retrieval_recall(txt @ img.T)
+
+
+def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val: CocoSplit | None = None,
+             progress: bool = True) -> PretrainResult:
+    """Train ``config.model_name`` from scratch with the CLIP contrastive loss; write ``out_path``."""
+    if len(split) < config.batch_size:
+        raise ValueError(f"split {split.name!r} has {len(split)} images, fewer than batch_size={config.batch_size}")
+    torch.manual_seed(config.seed)
+    model = create_model(config.model_name, seed=config.seed)
+    if config.init_logit_scale is not None:
+        with torch.no_grad():
+            model.logit_scale.fill_(math.log(config.init_logit_scale))
+    tokenizer = get_tokenizer(config.model_name)
+    backbone = Backbone(model, config.model_name, tokenizer,  # shares the weights being trained
+                        report=LoadReport(config.model_name, "in training"))
+    pixels = np.asarray(split.pixels())
+    optimizer = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.98),
+                                  eps=1e-6)
+    loss_fn = open_clip.ClipLoss()
+    eval_steps = set(np.linspace(0, config.steps, config.evaluations + 1).round().astype(int).tolist()) \
+        if config.evaluations else set()
+    history, evaluations = [], []
+    t0 = time.perf_counter()
+    eval_seconds = 0.0
+
+    def run_eval(step: int) -> None:
+        nonlocal eval_seconds
+        if val is None:
+            return
+        t = time.perf_counter()
+        model.eval()
+        evaluations.append({"step": step, "samples": step * config.batch_size,
+                            **evaluate_retrieval(backbone, val, config.eval_images)})
+        model.train()
+        eval_seconds += time.perf_counter() - t
+
+    if 0 in eval_steps:
+        run_eval(0)
+    model.train()
+    bar = tqdm(_batches(split, config), total=config.steps, desc="pretrain", disable=not progress)
+    for step, (idx, caps) in enumerate(bar):
+        for group in optimizer.param_groups:
+            group["lr"] = _lr_at(step, config)
+        images = backbone.pixels_to_tensor(pixels[idx])
+        text = tokenizer(caps)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+            img = F.normalize(model.encode_image(images), dim=-1)
+            txt = F.normalize(model.encode_text(text), dim=-1)
+            loss = loss_fn(img.float(), txt.float(), model.logit_scale.exp())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        with torch.no_grad():  # CLIP clamps the temperature at 100
+            model.logit_scale.clamp_(0, math.log(100))
+        history.append({"step": step + 1, "samples": (step + 1) * config.batch_size, "loss": loss.item(),
+                        "lr": optimizer.param_groups[0]["lr"], "logit_scale": model.logit_scale.detach().exp().item(),
+                        "seconds": time.perf_counter() - t0 - eval_seconds})
+        bar.set_postfix(loss=f"{history[-1]['loss']:.3f}")
+        if step + 1 in eval_steps:
+            run_eval(step + 1)
+    model.eval()
+    train_seconds = time.perf_counter() - t0 - eval_seconds
+    out_path = Path(out_path)
+    save_checkpoint(model, out_path, config.model_name, extra={"pretrain_config": asdict(config)})
+    hist = pd.DataFrame(history)
+    evals = pd.DataFrame(evaluations)
+    return PretrainResult(out_path, hist, evals, train_seconds, config.steps * config.batch_size / train_seconds)
+
+
+def ensure_pretrained(world_root: str | Path, config: PretrainConfig, artifacts_dir: str | Path,
+                      progress: bool = True, split: CocoSplit | None = None,
+                      key_extra: dict | None = None) -> PretrainResult:
+    """The pretrained organism for (world, config), trained once and reused by its hash key.
+    ``split`` replaces the world's pretrain split (e.g. recaptioned); ``key_extra`` says how, and
+    joins the key."""
+    world_root = Path(world_root)
+    world_key = json.loads((world_root / "world.json").read_text())["key"]
+    if split is not None and not key_extra:
+        raise ValueError("a replacement pretrain split needs key_extra saying what differs, or the cache would alias")
+    payload = {"world": world_key, "pretrain": config, "version": PRETRAIN_VERSION}
+    if key_extra:
+        payload["captions"] = key_extra
+    key = config_hash(payload)
+    out_dir = Path(artifacts_dir) / f"backbone-{key}"
+    ckpt, hist_csv, eval_csv, summary_json = (out_dir / "model.pt", out_dir / "history.csv",
+                                              out_dir / "evaluations.csv", out_dir / "summary.json")
+    if summary_json.exists() and ckpt.exists():
+        summary = json.loads(summary_json.read_text())
+        return PretrainResult(ckpt, pd.read_csv(hist_csv), pd.read_csv(eval_csv), summary["seconds"],
+                              summary["samples_per_second"])
+    result = pretrain(split or load_split(world_root / "pretrain"), config, ckpt, val=load_split(world_root / "val"),
+                      progress=progress)
+    atomic_save(hist_csv, lambda p: result.history.to_csv(p, index=False))
+    atomic_save(eval_csv, lambda p: result.evaluations.to_csv(p, index=False))
+    # The summary is written last: its presence marks a complete, reusable result.
+    atomic_write_json(summary_json, {"key": key, "world": world_key, "config": config,
+                                     "seconds": result.seconds, "samples_per_second": result.samples_per_second})
+    return result
+
+
+def load_pretrained(result: PretrainResult) -> Backbone:
+    return load_backbone(checkpoint=result.checkpoint)

@@ -1,0 +1,144 @@
+"""Finding and loading backbone weights: local cache first, fast offline failure, strict keys.
+
+Two traps cost open_clip users weeks, so both are errors here rather than warnings:
+a checkpoint whose keys do not match the config (silently half-loaded with ``strict=False``),
+and OpenAI weights run with plain GELU instead of the QuickGELU they were trained with.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import open_clip
+import torch
+
+from ..core.offline import network_reachable, offline_requested
+
+
+class WeightsUnavailableError(RuntimeError):
+    """Pretrained weights are neither cached locally nor downloadable right now."""
+
+
+class CheckpointMismatchError(RuntimeError):
+    """A checkpoint's state-dict keys do not match the model it is loaded into."""
+
+
+@dataclass
+class LoadReport:
+    """What was loaded, so a notebook can print proof that the weights arrived."""
+    model_name: str
+    source: str                      # "random init (seed 0)", a tag, or a file path
+    n_tensors_loaded: int = 0
+    n_parameters: int = 0
+    quick_gelu: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"{self.model_name}: {self.source}",
+                 f"  {self.n_tensors_loaded} tensors loaded, {self.n_parameters / 1e6:.2f}M parameters, "
+                 f"activation {'QuickGELU' if self.quick_gelu else 'GELU'}"]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def hub_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The Hugging Face hub cache, resolved from the environment at call time."""
+    if cache_dir:
+        return Path(cache_dir)
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    return Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+
+
+def _cached_hub_file(hf_hub: str, cache_dir: Path) -> tuple[str | None, list[str]]:
+    from huggingface_hub import try_to_load_from_cache  # via open_clip; only resolving a tag needs it
+
+    repo_id, filename = os.path.split(hf_hub)
+    filename = filename or "open_clip_pytorch_model.bin"
+    candidates = [filename]
+    if filename.endswith((".bin", ".pth")):
+        candidates.insert(0, filename[:-4] + ".safetensors")
+    if filename == "open_clip_pytorch_model.bin":
+        candidates.insert(0, "open_clip_model.safetensors")
+    looked = []
+    for name in candidates:
+        looked.append(f"{repo_id}/{name}")
+        hit = try_to_load_from_cache(repo_id, name, cache_dir=str(cache_dir))
+        if isinstance(hit, str) and Path(hit).is_file():
+            return hit, looked
+    return None, looked
+
+
+def resolve_pretrained(model_name: str, tag: str, cache_dir: str | os.PathLike | None = None) -> tuple[str | None, dict]:
+    """Map ``(model_name, tag)`` to a cached weights file, or ``None`` when it must be downloaded.
+
+    Raises ``WeightsUnavailableError`` within about a second when the file is not cached and
+    the network is off (``HF_HUB_OFFLINE=1``) or unreachable, naming how to supply the weights.
+    """
+    cfg = open_clip.get_pretrained_cfg(model_name, tag)
+    if not cfg:
+        tags = open_clip.list_pretrained_tags_by_model(model_name)
+        raise ValueError(f"open_clip has no pretrained tag {tag!r} for model {model_name!r}; "
+                         f"known tags: {tags or 'none'} (or pass checkpoint=/path/to/weights)")
+    hub_dir = hub_cache_dir(cache_dir)
+    looked: list[str] = []
+    if cfg.get("hf_hub"):
+        hit, looked = _cached_hub_file(cfg["hf_hub"], hub_dir)
+        if hit:
+            return hit, cfg
+    if cfg.get("url"):
+        url_cache = Path(cache_dir) if cache_dir else Path.home() / ".cache" / "clip"
+        target = url_cache / os.path.basename(cfg["url"])
+        looked.append(str(target))
+        if target.is_file():
+            return str(target), cfg
+    offline = offline_requested()
+    if offline or not network_reachable():
+        why = "HF_HUB_OFFLINE/NEGBOOK_OFFLINE is set" if offline else "the network is unreachable"
+        raise WeightsUnavailableError(
+            f"pretrained weights for model {model_name!r}, tag {tag!r} are not in the local cache "
+            f"({hub_dir}) and {why}. Looked for: {', '.join(looked)}.\n"
+            "To supply them: (1) on a machine with network run "
+            f"`python -c \"import open_clip; open_clip.create_model('{model_name}', pretrained='{tag}')\"` "
+            "and copy its Hugging Face cache here (point HF_HOME or HF_HUB_CACHE at it; keep HF_HUB_OFFLINE=1); "
+            "or (2) pass a local file: load_backbone(..., checkpoint='/path/to/open_clip_model.safetensors'), "
+            "in a notebook `-p checkpoint /path/...` to papermill.")
+    return None, cfg
+
+
+def tag_needs_quick_gelu(model_name: str, tag: str) -> bool:
+    """True when weights were trained with QuickGELU but the config does not enable it."""
+    cfg = open_clip.get_pretrained_cfg(model_name, tag) or {}
+    config_has_it = model_name.endswith("-quickgelu") or bool(
+        (open_clip.get_model_config(model_name) or {}).get("quick_gelu", False))
+    return bool(cfg.get("quick_gelu", False)) and not config_has_it
+
+
+def read_checkpoint_metadata(path: str | os.PathLike) -> dict:
+    """The ``negbook`` metadata block of a checkpoint written by this project ({} otherwise)."""
+    if str(path).endswith((".safetensors", ".npz", ".npy")):
+        return {}
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    return blob.get("negbook", {}) if isinstance(blob, dict) else {}
+
+
+def load_state_dict_strict(model: torch.nn.Module, path: str | os.PathLike, model_name: str) -> int:
+    """Load every tensor of ``path`` into ``model``; any missing or unexpected key is an error."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        incompatible = open_clip.load_checkpoint(model, str(path), strict=False)
+    except (RuntimeError, AssertionError) as err:  # shape mismatches surface here, before key checks
+        raise CheckpointMismatchError(f"checkpoint {path} does not fit model config {model_name!r}: "
+                                      f"{str(err).splitlines()[0] or type(err).__name__}") from err
+    missing = list(getattr(incompatible, "missing_keys", []))
+    unexpected = list(getattr(incompatible, "unexpected_keys", []))
+    if missing or unexpected:
+        raise CheckpointMismatchError(
+            f"checkpoint {path} does not match model config {model_name!r}: "
+            f"{len(missing)} missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+            f"{len(unexpected)} unexpected keys {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}. "
+            "Pass the model name the checkpoint was trained with.")
+    return len(model.state_dict())

@@ -1,0 +1,21 @@
+"""Stage 9, report: the papers' numbers, paper tables beside ours, verdicts, the unified table with
+bootstrap intervals, and performance.
+
+The names chapters use, importable from here; everything else from its module."""
+from .paper_tables import (BOOK_TABLES, NEGFULL, ablation_table, agreement_summary, beside_table,
+                           best_negfull, differences, has_results, highlight_differences, load_ours,
+                           our_values)
+from .papers import beside_paper, our_numbers, paper_numbers, paper_value
+from .performance import notebook_times, ratio_summary, read_bench
+from .unified import (bootstrap_ci, format_unified, leaders, read_items, unified_findings, unified_table,
+                      write_items)
+from .verdicts import (NOT_REPRODUCED, PARTLY, REPRODUCED, claim, collapse_measures, collapse_verdicts,
+                       ktn_verdicts, lcse_verdicts, peakpatch_verdicts)
+
+__all__ = ["BOOK_TABLES", "NEGFULL", "NOT_REPRODUCED", "PARTLY", "REPRODUCED", "ablation_table",
+           "agreement_summary", "beside_paper", "beside_table", "best_negfull", "bootstrap_ci", "claim",
+           "collapse_measures", "collapse_verdicts", "differences", "format_unified", "has_results",
+           "highlight_differences", "ktn_verdicts", "lcse_verdicts", "leaders", "load_ours",
+           "notebook_times", "our_numbers", "our_values", "paper_numbers", "paper_value",
+           "peakpatch_verdicts", "ratio_summary", "read_bench", "read_items", "unified_findings",
+           "unified_table", "write_items"]

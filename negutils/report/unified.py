@@ -1,0 +1,178 @@
+"""Per-item outcomes (one value per question, query, gallery or sample) and their bootstrap
+confidence intervals. Every headline metric of the book is the mean of such an array: MCQ and
+pairwise accuracy of 0/1 hits, R@k of per-query hits, mAP of per-gallery AP, retention rho of
+per-query rho. Chapters 03-05 save the arrays; chapter 06 resamples them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..config import Profile
+from ..core.cache import atomic_save
+
+Key = tuple[str, str, str, str]  # (method, dataset, task, metric)
+
+
+def items_path(profile: Profile, name: str) -> Path:
+    return profile.artifacts_dir() / "results" / f"{name}.npz"
+
+
+def write_items(items: dict[Key, np.ndarray], profile: Profile, name: str) -> Path:
+    """One .npz of float32 arrays; the keys travel as JSON so names with '/' or '|' survive."""
+    keys = list(items)
+    arrays = {f"a{i}": np.asarray(items[k], dtype=np.float32) for i, k in enumerate(keys)}
+    arrays["keys"] = np.array(json.dumps(keys))
+    return atomic_save(items_path(profile, name), lambda tmp: np.savez_compressed(tmp, **arrays))
+
+
+def read_items(profile: Profile, names: list[str]) -> dict[Key, np.ndarray]:
+    """The outcomes of several chapters; the first chapter to report a (method, dataset, task,
+    metric) wins (vanilla is scored in chapters 03, 04 and 05 alike)."""
+    out: dict[Key, np.ndarray] = {}
+    for name in names:
+        path = items_path(profile, name)
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist: run the chapter that writes {name!r} first "
+                                    f"(python -m negutils.run --profile {profile.name})")
+        with np.load(path) as data:
+            for i, key in enumerate(json.loads(str(data["keys"]))):
+                out.setdefault(tuple(key), data[f"a{i}"].astype(np.float64))
+    return out
+
+
+def bootstrap_ci(values, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high): the percentile bootstrap interval of the mean of ``values``."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or len(v) == 0:
+        raise ValueError(f"bootstrap_ci needs a non-empty 1-D array; got shape {v.shape}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1); got {level}")
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_boot)
+    for start in range(0, n_boot, 100):  # bounded memory on 100k-item arrays
+        stop = min(start + 100, n_boot)
+        means[start:stop] = v[rng.integers(0, len(v), size=(stop - start, len(v)))].mean(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(v.mean()), float(low), float(high)
+
+
+# the unified table's columns: label -> (split, task, metric, scale); scale 100 prints %
+UNIFIED_COLUMNS = {
+    "MCQ val": ("val", "mcq", "accuracy", 100), "MCQ ood": ("ood", "mcq", "accuracy", 100),
+    "R@5": ("val", "retrieval", "R@5", 100), "R-Neg@5": ("val", "retrieval_negated", "R@5", 100),
+    "Conf-2C": ("val", "confusion_2c", "mAP", 100), "Conf-3C": ("val", "confusion_3c", "mAP", 100),
+    "FACTOR op": ("val", "factor_operator", "accuracy", 100),
+    "FACTOR nested": ("val", "factor_nested", "accuracy", 100),
+    "VALSE": ("val", "valse_existence", "accuracy", 100), "rho": ("val", "retention", "rho", 1),
+}
+
+
+def unified_table(items: dict[Key, np.ndarray], methods: list[str] | None = None, columns: dict | None = None,
+                  n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Long frame: one row per (method, benchmark) with the mean and its bootstrap interval, in
+    the column's scale. Methods default to every method in ``items``, in first-seen order."""
+    columns = columns or UNIFIED_COLUMNS
+    by_key = {(m, d.split("/")[-1], t, metric): v for (m, d, t, metric), v in items.items()}
+    methods = methods or list(dict.fromkeys(k[0] for k in items))
+    rows = []
+    for method in methods:
+        for label, (split, task, metric, scale) in columns.items():
+            values = by_key.get((method, split, task, metric))
+            if values is None:
+                continue
+            mean, low, high = bootstrap_ci(values, n_boot=n_boot, seed=seed)
+            rows.append({"method": method, "benchmark": label, "value": scale * mean, "low": scale * low,
+                         "high": scale * high, "n": len(values)})
+    if not rows:
+        raise ValueError(f"no outcomes for methods {methods} on columns {list(columns)}")
+    return pd.DataFrame(rows)
+
+
+def format_unified(long: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
+    """Methods x benchmarks, each cell 'mean [low, high]' (rho with 3 decimals)."""
+    def cell(r):
+        d = 3 if r["benchmark"] == "rho" else digits
+        return f"{r['value']:.{d}f} [{r['low']:.{d}f}, {r['high']:.{d}f}]"
+
+    frame = long.assign(cell=long.apply(cell, axis=1))
+    table = frame.pivot(index="method", columns="benchmark", values="cell")
+    order = [c for c in UNIFIED_COLUMNS if c in table.columns] + [c for c in table.columns if c not in UNIFIED_COLUMNS]
+    return table.reindex(index=list(dict.fromkeys(long["method"])), columns=order).fillna("")
+
+
+def paired_difference_ci(a, b, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """(mean(a) - mean(b), low, high) resampling the *same* items for both: the right interval when
+    two methods are scored on one benchmark, tighter than comparing their separate intervals."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"paired outcomes must have one value per item each; got {a.shape} and {b.shape}")
+    return bootstrap_ci(a - b, n_boot=n_boot, level=level, seed=seed)
+
+
+def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, reference: str = "vanilla",
+            n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per benchmark, the best method, the methods tied with it (identical value: the same scorer
+    on these items), the runner-up, and whether the lead is settled: with ``items``, the paired
+    bootstrap interval of leader minus runner-up excludes 0; without, the two intervals are
+    disjoint. On ``rho``, retention against ``reference``, the reference is 1 by definition and
+    does not compete."""
+    by_key = {(m, d.split("/")[-1], t, metric): v for (m, d, t, metric), v in (items or {}).items()}
+    rows = []
+    for bench, block in long.groupby("benchmark", sort=False):
+        if bench == "rho":
+            block = block[block["method"] != reference]
+        if block.empty:
+            continue
+        ranked = block.sort_values("value", ascending=False, kind="mergesort")
+        first = ranked.iloc[0]
+        tied = ranked[np.isclose(ranked["value"], first["value"], rtol=0, atol=1e-9)].iloc[1:]
+        others = ranked[~np.isclose(ranked["value"], first["value"], rtol=0, atol=1e-9)]
+        digits = 3 if bench == "rho" else 1
+        row = {"benchmark": bench, "best": first["method"], "value": round(first["value"], digits),
+               "interval": f"[{first['low']:.{digits}f}, {first['high']:.{digits}f}]",
+               "tied": ", ".join(tied["method"])}
+        if len(others):
+            second = others.iloc[0]
+            row.update({"runner-up": second["method"], "runner-up value": round(second["value"], digits)})
+            split, task, metric, scale = UNIFIED_COLUMNS.get(bench, (None, None, None, 1))
+            a, b = by_key.get((first["method"], split, task, metric)), by_key.get((second["method"], split, task, metric))
+            if a is not None and b is not None:
+                diff, low, high = paired_difference_ci(a, b, n_boot=n_boot, seed=seed)
+                row.update({"lead": round(scale * diff, digits),
+                            "lead interval": f"[{scale * low:.{digits}f}, {scale * high:.{digits}f}]",
+                            "settled": bool(low > 0)})
+            else:
+                row["settled"] = bool(second["high"] < first["low"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+TRAINED_PREFIXES = ("NegFull", "PeakPatch", "ECN only", "SCN only", "w/o anchor", "Detached SCN")
+
+
+def unified_findings(long: pd.DataFrame, leads: pd.DataFrame, reference: str = "vanilla") -> list[str]:
+    """Chapter 06's reading of the unified table as sentences, every number from ``long`` (the
+    unified table) and ``leads`` (``leaders``): the settled leads, the benchmarks where the lead is
+    within noise, and the best trained and training-free methods against ``reference`` on MCQ."""
+    lines = []
+    settled = leads[leads["settled"].fillna(False).astype(bool)] if "settled" in leads else leads.iloc[:0]
+    for _, r in settled.iterrows():
+        lines.append(f"{r['benchmark']}: {r['best']} leads at {r['value']:g} {r['interval']}, {r['lead']:+g} "
+                     f"{r['lead interval']} over {r['runner-up']}.")
+    open_ = leads.loc[~leads.index.isin(settled.index), "benchmark"].tolist()
+    if open_:
+        lines.append("Within the paired noise (no settled leader): " + ", ".join(open_) + ".")
+    mcq = long[long["benchmark"] == "MCQ val"].set_index("method")["value"]
+    if reference in mcq:
+        trained = mcq[[m for m in mcq.index if m.startswith(TRAINED_PREFIXES)]]
+        free = mcq[[m for m in mcq.index
+                    if m != reference and not m.startswith(TRAINED_PREFIXES) and "on PeakPatch" not in m]]
+        for label, block in (("trained", trained), ("training-free", free)):
+            if len(block):
+                lines.append(f"Best {label} method on MCQ val: {block.idxmax()} at {block.max():.1f} "
+                             f"({block.max() - mcq[reference]:+.1f} over {reference}'s {mcq[reference]:.1f}).")
+    return lines
