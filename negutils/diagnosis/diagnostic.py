@@ -2,7 +2,7 @@
 
 One row per image: its affirmative caption T+ and three partners,
 
-* ``negated``: T+ with one absent object negated (``recipes.negate_caption``, the protocol
+* ``negated``: T+ with one absent object negated (``core.phrasing.negate_caption``, the protocol
   PeakPatch's training data uses, App. 0.J): the pair whose divergence is D_LCD;
 * ``affirmed``: the same extension of T+ without the cue ("... with a cup" for "... without a
   cup"), so (affirmed, negated) is a minimal pair that differs only in the negation word;

@@ -9,7 +9,7 @@ import pandas as pd
 
 def plot_unified(long: pd.DataFrame, reference: str = "vanilla", ncols: int = 5):
     """One panel per benchmark: each method's value with its 95% bootstrap interval, the
-    reference method's value dashed. ``long`` is ``outcomes.unified_table``'s frame."""
+    reference method's value dashed. ``long`` is ``report.unified.unified_table``'s frame."""
     benchmarks = list(dict.fromkeys(long["benchmark"]))
     methods = list(dict.fromkeys(long["method"]))
     nrows = int(np.ceil(len(benchmarks) / ncols))
