@@ -44,7 +44,7 @@ class PretrainConfig:
     warmup_fraction: float = 0.1
     grad_clip: float | None = 1.0    # global-norm clipping: keeps higher learning rates from spiking
     init_logit_scale: float | None = None  # None keeps open_clip's log(1/0.07)
-    bf16: bool = True                # bf16 autocast roughly doubles CPU throughput (DESIGN.md)
+    bf16: bool = True                # CPU autocast to bfloat16; False trains in exact float32
     evaluations: int = 6             # held-out checkpoints on the val split, for the convergence curve
     eval_images: int = 500
     seed: int = 0

@@ -2,7 +2,7 @@
 
 Pretraining captions name a random subset of the objects present, in phrasings that share the
 evaluation's wording ("This image features ...", "There is ..."), because a function word that
-never occurs in pretraining keeps its random embedding and is simply ignored (DESIGN.md).
+never occurs in pretraining keeps its random embedding (its row never receives a gradient).
 A small fraction of captions is *grounded* negation: it names an object that is absent.
 The benchmark templates themselves ("does not feature", "but not", "There is no") are held out
 of the negated phrasings so benchmarks never test memorised sentences.
