@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from negutils.diagnosis import bag_of_concepts as boc
 from negutils.core import roc_auc
 from negutils.diagnosis import concept_embeddings, dilution_summary, text_coefficients
-from negutils.report import NOT_REPRODUCED, PARTLY, REPRODUCED, claim, collapse_verdicts
+from negutils.report import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, collapse_verdicts, judge
 
 CATEGORIES = ["cat", "dog", "star", "boat", "cup"]
 NOT_DIRECTION = len(CATEGORIES)        # an extra axis some encoders add for "no"/"not"
@@ -166,6 +166,17 @@ def test_a_falling_lcd_is_not_reproduced_and_a_rising_one_is_partly():
     assert collapse_verdicts({**PAPER_LIKE, "lcd_shape": "rising"}).loc[0, "verdict"] == PARTLY
 
 
-def test_claim_prefers_reproduced_over_partly():
-    assert claim("c", "s", "p", "o", "r", reproduced=True, partly=True)["verdict"] == REPRODUCED
-    assert claim("c", "s", "p", "o", "r", reproduced=False, partly=False)["verdict"] == NOT_REPRODUCED
+def test_a_claim_prefers_reproduced_over_partly_and_prints_the_rule_it_evaluates():
+    claim = Claim("gain", "paper", "{v:.1f}", "{x:.1f}", "x >= 5", "x > 0",
+                  {"v": ("KTN", "Table 1", "KTN (ViT-B/32)", "Conf-2C mAP")})
+    verdicts = [judge((claim,), {"x": x}).iloc[0] for x in (7.0, 2.0, -1.0, float("nan"))]
+    assert [v["verdict"] for v in verdicts] == [REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_MEASURED]
+    assert verdicts[0]["rule"] == "reproduced: x >= 5; partly: x > 0"
+    assert verdicts[0]["paper"] == "82.8" and verdicts[0]["ours"] == "7.0"   # looked up, not typed
+    assert verdicts[3]["ours"] == "missing: x"
+
+
+def test_a_rule_naming_an_unknown_measure_is_refused_with_the_claim_named():
+    claim = Claim("gain", "paper", "", "", "y >= 5")
+    with pytest.raises(KeyError, match="gain.*needs measures \\['y'\\]"):
+        judge((claim,), {"x": 1.0})

@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 
 from ..benchmarks.evaluate import (
-    ClipScorer,
     evaluate_confusion,
     evaluate_mcq,
     evaluate_pairwise,
@@ -33,10 +32,8 @@ from ..diagnosis.collapse import lcd_analysis
 from ..diagnosis.concepts import KTN_TEMPLATES, ConceptBank
 from ..diagnosis.diagnostic import build_diagnostic_set
 from ..diagnosis.dilution import dilution_summary, text_coefficients
-from ..methods.ktn import KtnScorer
-from ..methods.lcse import LcseScorer
 from ..methods.lcse_analysis import calibration_set, fit_on_split
-from ..methods.peakpatch.scorer import joint_peakpatch_scorer
+from ..methods.registry import build_scorer, joint_peakpatch_scorer, method_label, scorer_dict
 from ..models.backbone import load_backbone
 from ..models.pretrain import ensure_pretrained, load_pretrained
 from ..session import Session, load_splits
@@ -76,7 +73,7 @@ def frozen_measures(session, bench, settings: NegationRateSettings):
     (curves and the (l_a, l_p) choice the methods use)."""
 
     val = session.splits["val"]
-    scorer = ClipScorer(session.backbone)
+    scorer = build_scorer("vanilla", session.backbone)
     images = scorer.image_features(val, np.arange(len(val)))
     mcq = evaluate_mcq(scorer, _mcq_subset(bench.mcq, settings.mcq_questions), val)
     concepts = boc.concept_polarity(scorer.text_features, images, boc.presence_matrix(val), val.categories)
@@ -109,21 +106,19 @@ def method_gains(session, bench, settings: NegationRateSettings, layers, progres
     FACTOR operator accuracy, beside vanilla."""
 
     val = session.splits["val"]
-    vanilla = ClipScorer(session.backbone)
+    vanilla = build_scorer("vanilla", session.backbone)
     encode = session.backbone.encode_text
     tests = calibration_set(session.splits["pretrain"], settings.calibration_samples)
     calibration = fit_on_split(vanilla, encode, tests, session.splits["pretrain"])
-    scorers = {"vanilla": vanilla,
-               "PeakPatch (joint)": joint_peakpatch_scorer(session, layers, progress=progress,
-                                                           max_images=settings.peakpatch_images),
-               "KTN": KtnScorer(ClipScorer(session.backbone, flip_average=True), encode, list(val.categories),
-                                bank=ConceptBank(encode, KTN_TEMPLATES)),
-               "LCSE": LcseScorer(vanilla, encode, calibration)}
+    scorers = scorer_dict(
+        vanilla, joint_peakpatch_scorer(session, layers, progress=progress, max_images=settings.peakpatch_images),
+        build_scorer("ktn", build_scorer("vanilla", session.backbone, flip_average=True), encode,
+                     list(val.categories), bank=ConceptBank(encode, KTN_TEMPLATES)),
+        build_scorer("lcse", vanilla, encode, calibration))
     operator = bench.factor[bench.factor["split"] == "operator"]
     mcq = _mcq_subset(bench.mcq, settings.mcq_questions)
     rows = []
     for name, scorer in scorers.items():
-        scorer.name = name
         rows.append({"method": name, "MCQ": evaluate_mcq(scorer, mcq, val)["accuracy"],
                      "Conf-2C": evaluate_confusion(scorer, bench.confusion_2c, val)["mAP"],
                      "FACTOR": evaluate_pairwise(scorer, operator, val)["accuracy"]})
@@ -185,7 +180,7 @@ def sweep_tables(runs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataF
     methods = []
     for r in runs:
         frame = pd.DataFrame(r["methods"]).assign(rate=r["rate"])
-        base = frame[frame["method"] == "vanilla"].iloc[0]
+        base = frame[frame["method"] == method_label("vanilla")].iloc[0]
         for col in ("MCQ", "Conf-2C", "FACTOR"):
             frame[f"{col} gain"] = frame[col] - base[col]
         methods.append(frame)
@@ -214,15 +209,16 @@ def rate_verdicts(measures: pd.DataFrame, methods: pd.DataFrame) -> pd.DataFrame
         "the LCD peak is higher at the highest rate than at the lowest (by > 0.01)",
         f"LCD peak {lo['LCD peak']:.3f} -> {hi['LCD peak']:.3f}",
         "reproduced" if rise > 0.01 else "not reproduced")
-    by_rate = methods[methods["method"] != "vanilla"].pivot_table(index="rate", columns="method", values="MCQ gain")
+    by_rate = methods[methods["method"] != method_label("vanilla")].pivot_table(index="rate", columns="method", values="MCQ gain")
     shrinking = [m for m in by_rate.columns if by_rate[m].iloc[-1] < by_rate[m].iloc[0]]
     add("post-hoc corrections help less as the negation rate rises", "PeakPatch sec. 3.2 (implied); KTN sec. 3",
         "each method's MCQ gain over vanilla is smaller at the highest rate than at the lowest",
         ", ".join(f"{m} {100 * by_rate[m].iloc[0]:+.1f} -> {100 * by_rate[m].iloc[-1]:+.1f}" for m in by_rate.columns),
         "reproduced" if len(shrinking) == len(by_rate.columns) else "partly" if shrinking else "not reproduced")
     peak = measures.set_index("rate")["LCD peak"].reindex(by_rate.index)
-    if len(by_rate) >= 3 and "PeakPatch (joint)" in by_rate:
-        rho = spearman_rho(peak.to_numpy(), by_rate["PeakPatch (joint)"].to_numpy())
+    joint = method_label("peakpatch_joint")
+    if len(by_rate) >= 3 and joint in by_rate:
+        rho = spearman_rho(peak.to_numpy(), by_rate[joint].to_numpy())
         add("PeakPatch's gain tracks the height of the LCD peak", "PeakPatch sec. 3.2-3.3",
             "Spearman rho across rates between the LCD peak and PeakPatch's MCQ gain >= 0.5",
             f"rho = {rho:.2f} over {len(by_rate)} rates", "reproduced" if rho >= 0.5 else "not reproduced")

@@ -1,5 +1,6 @@
 """Stage 8, methods: the fixes. Caption parsing, Embedding Correction and KTN, LCSE (+ calibration),
-the negation training data, NegFull fine-tuning and PeakPatch (``methods.peakpatch``).
+the negation training data, NegFull fine-tuning and PeakPatch (``methods.peakpatch``), and the registry of every method the
+book evaluates (``methods.registry``).
 
 The names chapters use, importable from here; everything else from its module."""
 from .ktn import (EC_LAMBDA, EmbeddingCorrectionScorer, HolisticScorer, KAPPA, KtnScorer, NEUTRAL_TEXT,
@@ -16,14 +17,17 @@ from .peakpatch.analysis import (PROTOCOL_TASKS, attention_by_token_type, correc
                                  gallery_offsets, mcq_table, near_tie_subset, near_tie_table,
                                  polarity_separation, protocol_findings, protocol_table, score_corrections)
 from .peakpatch.model import ALPHA_MAX, ECN, PeakPatch, SCN, parameter_count
-from .peakpatch.scorer import PeakPatchScorer, PeakTaps, joint_peakpatch_scorer, method_name
+from .peakpatch.scorer import PeakPatchScorer, PeakTaps
 from .peakpatch.train import (PeakPatchConfig, chosen_design, design_table, ensure_peakpatch, initial_cosine,
                               layer_sweep, losses, run_plan, scn_candidates, train_peakpatch, train_variants)
+from .registry import (METHODS, Method, build_scorer, family, joint_peakpatch_scorer, method,
+                       method_id, method_label, negfull_label, scorer_dict, variant_label)
 from .training_data import (DEFAULT_PROTOCOL, PROTOCOLS, benchmark_phrasing, build_negation_data,
                             check_truth, contrastive_loss, examples, mcq_accuracy, mentioned,
                             prepare_negation_data, protocol_view)
 
-__all__ = ["ALPHA_MAX", "Calibration", "DEFAULT_PROTOCOL", "ECN", "EC_LAMBDA", "EmbeddingCorrectionScorer",
+__all__ = ["METHODS", "Method", "build_scorer", "family", "negfull_label", "scorer_dict", "variant_label",
+           "ALPHA_MAX", "Calibration", "DEFAULT_PROTOCOL", "ECN", "EC_LAMBDA", "EmbeddingCorrectionScorer",
            "HolisticScorer", "KAPPA", "KtnScorer", "LCSE_TEMPLATES", "LcseScorer", "NEUTRAL_TEXT",
            "NEUTRAL_WORDS", "NegFullConfig", "PROTOCOLS", "PROTOCOL_TASKS", "PeakPatch", "PeakPatchConfig",
            "PeakPatchScorer", "PeakTaps", "SCN", "ablation_rows", "attention_by_token_type",
@@ -33,7 +37,7 @@ __all__ = ["ALPHA_MAX", "Calibration", "DEFAULT_PROTOCOL", "ECN", "EC_LAMBDA", "
            "ensure_peakpatch", "evidence_strata", "examples", "fallback_rate", "finetune_negfull",
            "fit_calibration", "fit_protocols", "gallery_offsets", "held_out_accuracy", "initial_cosine",
            "joint_peakpatch_scorer", "layer_sweep", "lcse_correction", "logic_probability", "losses",
-           "mcq_accuracy", "mcq_table", "mentioned", "method_name", "near_tie_subset", "near_tie_table",
+           "mcq_accuracy", "mcq_table", "mentioned", "method", "method_id", "method_label", "near_tie_subset", "near_tie_table",
            "negfull_loss", "operator_table", "oracle_parses", "pairwise_evidence", "parameter_count",
            "parse_captions", "parse_ktn", "parse_lcse", "parse_table", "parser_agreement", "parser_coverage",
            "polarity_separation", "power_mean", "prepare_negation_data", "protocol_findings",

@@ -5,6 +5,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..methods.registry import method_label
+
 # the order of chapter 07's panels; all but the LCD and beta measures are shown in %
 ORDER = ("MCQ", "MCQ positive", "MCQ negative", "MCQ hybrid", "polarity AUC", "detection AUC", "LCD peak",
          "LCD final", "LCD peak - final", "median beta_c-", "Conf-2C", "FACTOR", "FACTOR NOT", "FACTOR AND",
@@ -61,14 +63,14 @@ def plot_gains(methods: pd.DataFrame, measures: pd.DataFrame):
     against the LCD peak height of the frozen model it corrects."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     rates = sorted(methods["rate"].unique())
-    for method, block in methods[methods["method"] != "vanilla"].groupby("method"):
+    for method, block in methods[methods["method"] != method_label("vanilla")].groupby("method"):
         left.plot(block["rate"], 100 * block["MCQ gain"], "o-", label=method)
     left.axhline(0, color="grey", lw=1)
     _rate_axis(left, rates)
     left.set_ylabel("MCQ gain over vanilla (points)")
     left.legend()
     peak = measures.set_index("rate")["LCD peak"]
-    pp = methods[methods["method"] == "PeakPatch (joint)"].set_index("rate")["MCQ gain"]
+    pp = methods[methods["method"] == method_label("peakpatch_joint")].set_index("rate")["MCQ gain"]
     right.plot(peak.reindex(pp.index), 100 * pp, "o")
     for rate, gain in pp.items():
         right.annotate(f"{100 * rate:g}%", (peak[rate], 100 * gain), textcoords="offset points", xytext=(4, 4))

@@ -7,25 +7,26 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core.results import read_results
+from ..methods.registry import METHODS, method_label, negfull_label
 from .papers import paper_numbers
 
 NEGFULL = "NegFull (best alpha)"  # the negbench-protocol NegFull alpha chosen on held-out negtrain NegMCQ
 
-# paper row label -> our method on the same backbone. Rows naming other models (NegCLIP, DCSM,
+# paper row label -> our method (by registered id) on the same backbone. Rows naming other models (NegCLIP, DCSM,
 # SigLIP, ...) are absent: nothing in the book runs them. KTN Table 3 is SigLIP2's ablation; its
 # three steps (raw, projection, projection + rejection) are the ones chapter 04 runs.
-ROW_METHOD = {
+ROW_METHOD = {row: (method_label(m) if m in METHODS else m) for row, m in {
     "CLIP": "vanilla", "CLIP (baseline)": "vanilla", "CLIP ViT-B/32": "vanilla",
     "CLIP (ViT-B/32 LAION-2B)": "vanilla", "Holistic (CLIP)": "vanilla", "SigLIP2 (raw)": "vanilla",
-    "PeakPatch": "PeakPatch (joint)", "PeakPatch (joint)": "PeakPatch (joint)", "Hybrid": "PeakPatch (joint)",
-    "PeakPatch (COCO in-domain)": "PeakPatch (joint)", "PeakPatch ViT-B/32": "PeakPatch (joint)",
-    "ECN only": "ECN only", "ECN": "ECN only", "PeakPatch (ECN)": "ECN only",
-    "SCN only": "SCN only", "SCN": "SCN only", "w/o anchor": "w/o anchor", "Detached SCN": "Detached SCN",
+    "PeakPatch": "peakpatch_joint", "PeakPatch (joint)": "peakpatch_joint", "Hybrid": "peakpatch_joint",
+    "PeakPatch (COCO in-domain)": "peakpatch_joint", "PeakPatch ViT-B/32": "peakpatch_joint",
+    "ECN only": "ecn_only", "ECN": "ecn_only", "PeakPatch (ECN)": "ecn_only",
+    "SCN only": "scn_only", "SCN": "scn_only", "w/o anchor": "no_anchor", "Detached SCN": "detached",
     "CLIP + NF": NEGFULL, "CLIP + NF (w/o COCO)": NEGFULL, "CLIP-NegFull": NEGFULL, "CLIP* (NegBench)": NEGFULL,
-    "Holistic (CLIP-NegFull)": NEGFULL, "NegFull alpha=0": "NegFull alpha=0", "NegFull alpha=1": "NegFull alpha=1",
-    "EC (ViT-B/32)": "EC", "KTN (ViT-B/32)": "KTN", "+ Proj (Dim 1)": "KTN (projection only)",
-    "+ Ours (Dim 1+2)": "KTN", "LCSE (CLIP)": "LCSE",
-}
+    "Holistic (CLIP-NegFull)": NEGFULL, "NegFull alpha=0": negfull_label(0), "NegFull alpha=1": negfull_label(1),
+    "EC (ViT-B/32)": "ec", "KTN (ViT-B/32)": "ktn", "+ Proj (Dim 1)": "ktn_projection",
+    "+ Ours (Dim 1+2)": "ktn", "LCSE (CLIP)": "lcse",
+}.items()}
 # benchmarks that are analyses of one model (chapter 02's collapse measures, LCSE's strata): their
 # paper rows are labelled by condition, not by method
 ANALYSES = ("collapse", "factor_strata", "factor_nested")

@@ -52,6 +52,17 @@ def our_numbers(results: pd.DataFrame) -> dict[tuple[str, str], float]:
     return out
 
 
+def paper_metric(benchmark: str, metric: str, row: str | None = None) -> float:
+    """The one reported number for our (benchmark, metric), e.g. ``("collapse", "l_p")``; ``row``
+    picks the model where several report it (LCSE Table 1's polarity AUC per model)."""
+    frame = paper_numbers(benchmark)
+    hit = frame[(frame["metric"] == metric) & ((frame["row"] == row) if row is not None else True)]
+    if len(hit) != 1:
+        raise KeyError(f"paper_numbers.csv has {len(hit)} rows for benchmark {benchmark!r} metric {metric!r}"
+                       + (f" row {row!r}" if row is not None else "") + " (expected exactly one)")
+    return float(hit["value"].iloc[0])
+
+
 def paper_value(paper: str, table: str, row: str, column: str) -> float:
     """One reported number, looked up by its table, row and column (KeyError naming them if absent)."""
     frame = paper_numbers()

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..config import Profile
 from ..core.cache import atomic_save
+from ..methods.registry import family
 
 Key = tuple[str, str, str, str]  # (method, dataset, task, metric)
 
@@ -151,7 +152,7 @@ def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, refe
     return pd.DataFrame(rows)
 
 
-TRAINED_PREFIXES = ("NegFull", "PeakPatch", "ECN only", "SCN only", "w/o anchor", "Detached SCN")
+TRAINED = ("fine-tuned encoder", "trained post-hoc")   # registry families that learn from negation data
 
 
 def unified_findings(long: pd.DataFrame, leads: pd.DataFrame, reference: str = "vanilla") -> list[str]:
@@ -168,9 +169,8 @@ def unified_findings(long: pd.DataFrame, leads: pd.DataFrame, reference: str = "
         lines.append("Within the paired noise (no settled leader): " + ", ".join(open_) + ".")
     mcq = long[long["benchmark"] == "MCQ val"].set_index("method")["value"]
     if reference in mcq:
-        trained = mcq[[m for m in mcq.index if m.startswith(TRAINED_PREFIXES)]]
-        free = mcq[[m for m in mcq.index
-                    if m != reference and not m.startswith(TRAINED_PREFIXES) and "on PeakPatch" not in m]]
+        trained = mcq[[m for m in mcq.index if family(m) in TRAINED]]
+        free = mcq[[m for m in mcq.index if family(m) == "training-free"]]
         for label, block in (("trained", trained), ("training-free", free)):
             if len(block):
                 lines.append(f"Best {label} method on MCQ val: {block.idxmax()} at {block.max():.1f} "

@@ -10,7 +10,8 @@ import torch
 from ...benchmarks.evaluate import image_index, mcq_option_scores
 from ...core.phrasing import NEGATION_CUES, has_negation_cue, with_article
 from ...core.results import result_value
-from .scorer import VARIANT_NAMES, PeakPatchScorer, method_name
+from ..registry import variant_label
+from .scorer import PeakPatchScorer
 
 
 def near_tie_subset(vanilla_scores: np.ndarray, share: float = 0.25) -> np.ndarray:
@@ -174,12 +175,12 @@ def protocol_findings(by_protocol: pd.DataFrame, deltas: pd.DataFrame, history: 
     options, where its wrong picks go and at which epoch the held-out NegMCQ peaked; then which
     protocol comes closest to the paper's negative-template accuracy."""
     frozen = by_protocol.set_index("method").loc["vanilla"]
-    rows = by_protocol[by_protocol["method"] == VARIANT_NAMES[variant]].set_index("protocol")
+    rows = by_protocol[by_protocol["method"] == variant_label(variant)].set_index("protocol")
     mean = deltas.groupby(["protocol", "negated", "true"])["delta s"].mean()
     lines = []
     for protocol, r in rows.iterrows():
-        curve = history[history["run"] == method_name(variant, protocol)].set_index("epoch")["held-out MCQ accuracy"]
-        lines.append(f"{VARIANT_NAMES[variant]} under {protocol}: {r['Neg']:.1f}% of negative-template questions "
+        curve = history[history["run"] == variant_label(variant, protocol)].set_index("epoch")["held-out MCQ accuracy"]
+        lines.append(f"{variant_label(variant)} under {protocol}: {r['Neg']:.1f}% of negative-template questions "
                      f"right (frozen {frozen['Neg']:.1f}%); "
                      f"the SCN moves true negated options by {mean[(protocol, True, True)]:+.3f} and true affirmative "
                      f"ones by {mean[(protocol, False, True)]:+.3f}; {r['wrong: positive']:.1f}% of wrong picks are the "

@@ -1,5 +1,5 @@
 """PeakPatch as a scorer for the shared evaluation: the frozen encoder's taps computed once and
-shared by every PeakPatch model, and the ``negbench`` joint model later chapters stack on."""
+shared by every PeakPatch model."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -7,10 +7,7 @@ from typing import Sequence
 import torch
 
 from ...benchmarks.evaluate import ClipScorer
-from ...models.features import TextFeatures, extract_text_features
-from ..training_data import DEFAULT_PROTOCOL, prepare_negation_data, with_protocol
 from .model import PeakPatch
-from .train import PeakPatchConfig, ensure_peakpatch, load_design
 
 
 class PeakTaps:
@@ -101,30 +98,3 @@ class PeakPatchScorer:
         image = image_features[:, None, :].expand(-1, k, -1)
         delta = self.model.delta(corrected, peak.reshape(len(captions_per_row), k, -1), image)
         return (image * corrected).sum(-1) + delta
-
-
-VARIANT_NAMES = {"joint": "PeakPatch (joint)", "ecn_only": "ECN only", "scn_only": "SCN only",
-                 "no_anchor": "w/o anchor", "detached": "Detached SCN"}
-
-
-def method_name(variant: str, protocol: str = DEFAULT_PROTOCOL) -> str:
-    """A PeakPatch variant's results name (the protocol in brackets unless it is the default)."""
-    return with_protocol(VARIANT_NAMES.get(variant, variant), protocol)
-
-
-def joint_peakpatch_scorer(session, layers, progress: bool = True, max_images: int | None = None) -> PeakPatchScorer:
-    """Chapter 03's joint PeakPatch (``negbench`` protocol, the profile's measured choices) on this
-    session's backbone, trained once from the feature cache (or loaded), as a scorer whose
-    ``corrected`` is the ECN text encoder the KTN, LCSE and negation-rate chapters stack on.
-    ``max_images`` trains on the first that many training images only (the held-out ones stay)."""
-    prof = session.profile
-    root = prof.artifacts_dir() / "features"
-    data = prepare_negation_data(session.backbone, session.splits["negtrain"], session.data_key, root,
-                                 progress=progress)
-    if max_images is not None:
-        data = data.subset(list(data.train_images[:max_images]) + list(data.held_images))
-    features = TextFeatures(extract_text_features(session.backbone, data.captions, layers.l_p, layers.l_a, root,
-                                                  session.data_key, progress=progress))
-    config = PeakPatchConfig.from_settings(prof.peakpatch, protocol="negbench", **load_design(prof))
-    model, _ = ensure_peakpatch(features, data, config, prof.artifacts_dir() / "peakpatch", progress)
-    return PeakPatchScorer(session.backbone, model, layers.l_p, layers.l_a, name="PeakPatch (joint)")

@@ -1,0 +1,154 @@
+"""Every method the book evaluates, registered once: a stable id, the display name that results
+tables carry in their ``method`` column, its family and paper, and how its scorer is built.
+
+Chapters build scorers through ``build_scorer`` and look results up by ``method_label(id)``, so
+a method's name is typed in exactly one place. Protocol variants of the trained methods keep
+the registered name with the protocol in brackets (``with_protocol``), NegFull runs add their
+alpha (``negfull_label``).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..benchmarks.evaluate import ClipScorer
+from ..models.features import TextFeatures, extract_text_features
+from .ktn import EmbeddingCorrectionScorer, HolisticScorer, KtnScorer
+from .lcse import LcseScorer
+from .peakpatch.scorer import PeakPatchScorer
+from .peakpatch.train import PeakPatchConfig, ensure_peakpatch, load_design
+from .training_data import DEFAULT_PROTOCOL, prepare_negation_data, with_protocol
+
+FAMILIES = ("frozen", "fine-tuned encoder", "trained post-hoc", "training-free", "stacked")
+
+
+@dataclass(frozen=True)
+class Method:
+    id: str
+    name: str                      # the ``method`` column of every results table
+    family: str                    # one of FAMILIES
+    paper: str
+    build: Callable[..., object]   # build(*ingredients, name=...) -> a scorer
+
+
+def _clip(backbone, *, name, flip_average: bool = False):
+    return ClipScorer(backbone, name=name, flip_average=flip_average)
+
+
+def _peakpatch(backbone, model, l_p: int, l_a: int, *, name, **kwargs):
+    return PeakPatchScorer(backbone, model, l_p, l_a, name=name, **kwargs)
+
+
+def _ec(variant: str):
+    def build(image_scorer, encode, *, name):
+        return EmbeddingCorrectionScorer(image_scorer, encode, name=name, variant=variant)
+    return build
+
+
+def _ktn(rejection: bool):
+    def build(image_scorer, encode, vocabulary, *, name, **kwargs):
+        return KtnScorer(image_scorer, encode, vocabulary, name=name, rejection=rejection, **kwargs)
+    return build
+
+
+def _holistic(image_scorer, encode, *, name):
+    return HolisticScorer(image_scorer, encode, name=name)
+
+
+def _lcse(image_scorer, encode, calibration, *, name, **kwargs):
+    return LcseScorer(image_scorer, encode, calibration, name=name, **kwargs)
+
+
+_METHODS = (
+    Method("vanilla", "vanilla", "frozen", "CLIP", _clip),
+    Method("negfull", "NegFull", "fine-tuned encoder", "NegBench", _clip),
+    Method("peakpatch_joint", "PeakPatch (joint)", "trained post-hoc", "PeakPatch", _peakpatch),
+    Method("ecn_only", "ECN only", "trained post-hoc", "PeakPatch", _peakpatch),
+    Method("scn_only", "SCN only", "trained post-hoc", "PeakPatch", _peakpatch),
+    Method("no_anchor", "w/o anchor", "trained post-hoc", "PeakPatch", _peakpatch),
+    Method("detached", "Detached SCN", "trained post-hoc", "PeakPatch", _peakpatch),
+    Method("ec", "EC", "training-free", "KTN", _ec("formula")),
+    Method("ec_direction", "EC (direction)", "training-free", "KTN", _ec("direction")),
+    Method("ktn_projection", "KTN (projection only)", "training-free", "KTN", _ktn(rejection=False)),
+    Method("ktn", "KTN", "training-free", "KTN", _ktn(rejection=True)),
+    Method("lcse", "LCSE", "training-free", "LCSE", _lcse),
+    Method("lcse_parser", "LCSE (parser only)", "training-free", "LCSE", _lcse),
+    Method("peakpatch_ecn", "PeakPatch ECN", "stacked", "PeakPatch", _holistic),
+    Method("ktn_on_peakpatch", "KTN on PeakPatch ECN", "stacked", "KTN", _ktn(rejection=True)),
+    Method("lcse_on_peakpatch", "LCSE on PeakPatch ECN", "stacked", "LCSE", _lcse),
+)
+METHODS: dict[str, Method] = {m.id: m for m in _METHODS}
+# PeakPatch's training variants (``PeakPatchSettings.variants``) -> registered ids
+VARIANT_IDS = {"joint": "peakpatch_joint", "ecn_only": "ecn_only", "scn_only": "scn_only",
+               "no_anchor": "no_anchor", "detached": "detached"}
+
+
+def method(method_id: str) -> Method:
+    if method_id not in METHODS:
+        raise KeyError(f"no method registered as {method_id!r}; registered: {sorted(METHODS)}")
+    return METHODS[method_id]
+
+
+def variant_label(variant: str, protocol: str = DEFAULT_PROTOCOL) -> str:
+    """The results name of a PeakPatch training variant (``PeakPatchSettings.variants``)."""
+    return method_label(VARIANT_IDS[variant], protocol)
+
+
+def method_label(method_id: str, protocol: str = DEFAULT_PROTOCOL) -> str:
+    """The results name of a registered method (the protocol in brackets unless it is the default)."""
+    return with_protocol(method(method_id).name, protocol)
+
+
+def negfull_label(alpha: float, protocol: str = DEFAULT_PROTOCOL) -> str:
+    """The results name of the NegFull run at ``alpha``."""
+    return with_protocol(f"{method('negfull').name} alpha={alpha:g}", protocol)
+
+
+def method_id(label: str) -> str:
+    """The registered id behind a results name (protocol brackets and NegFull's alpha ignored)."""
+    base = label.split(" [")[0]
+    for m in _METHODS:
+        if base == m.name or (m.id == "negfull" and base.startswith(f"{m.name} alpha=")):
+            return m.id
+    raise KeyError(f"{label!r} names no registered method; registered: {[m.name for m in _METHODS]}")
+
+
+def family(label: str) -> str:
+    return method(method_id(label)).family
+
+
+def build_scorer(method_id: str, *ingredients, label: str | None = None, **options):
+    """The method's scorer, named by the registry (``label`` overrides it, e.g. for a protocol
+    variant). The ingredients are the method's builder's: a backbone for ``vanilla`` / ``negfull``;
+    (backbone, PeakPatch model, l_p, l_a) for the PeakPatch variants; (image scorer, text encoder)
+    for EC and ``peakpatch_ecn``, plus the vocabulary for KTN, plus the calibration for LCSE."""
+    entry = method(method_id)
+    return entry.build(*ingredients, name=label or entry.name, **options)
+
+
+def scorer_dict(*scorers) -> dict:
+    """``{scorer.name: scorer}``, refusing two scorers of one name (a results table would merge them)."""
+    out = {}
+    for scorer in scorers:
+        if scorer.name in out:
+            raise ValueError(f"two scorers are named {scorer.name!r}")
+        out[scorer.name] = scorer
+    return out
+
+
+def joint_peakpatch_scorer(session, layers, progress: bool = True, max_images: int | None = None) -> PeakPatchScorer:
+    """Chapter 03's joint PeakPatch (``negbench`` protocol, the profile's measured choices) on this
+    session's backbone, trained once from the feature cache (or loaded), as a scorer whose
+    ``corrected`` is the ECN text encoder the KTN, LCSE and negation-rate chapters stack on.
+    ``max_images`` trains on the first that many training images only (the held-out ones stay)."""
+    prof = session.profile
+    root = prof.artifacts_dir() / "features"
+    data = prepare_negation_data(session.backbone, session.splits["negtrain"], session.data_key, root,
+                                 progress=progress)
+    if max_images is not None:
+        data = data.subset(list(data.train_images[:max_images]) + list(data.held_images))
+    features = TextFeatures(extract_text_features(session.backbone, data.captions, layers.l_p, layers.l_a, root,
+                                                  session.data_key, progress=progress))
+    config = PeakPatchConfig.from_settings(prof.peakpatch, protocol="negbench", **load_design(prof))
+    model, _ = ensure_peakpatch(features, data, config, prof.artifacts_dir() / "peakpatch", progress)
+    return build_scorer("peakpatch_joint", session.backbone, model, layers.l_p, layers.l_a)
