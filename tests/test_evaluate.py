@@ -101,11 +101,65 @@ def test_empty_caption_is_named(split):
         evaluate_mcq(ClipScorer(load_backbone("negbook-tiny")), mcq, split)
 
 
-def test_results_have_clip_benchmark_keys():
-    row = result_row("embedded/val", "negbook-organism", "negbook-pretrain", "mcq", {"accuracy": 0.5})
-    assert set(row) == {"dataset", "model", "pretrained", "task", "metrics"}
+def test_results_have_clip_benchmark_keys_and_the_split_beside_the_dataset():
+    row = result_row("embedded", "val", "negbook-organism", "negbook-pretrain", "mcq", {"accuracy": 0.5})
+    assert set(row) == {"dataset", "split", "model", "pretrained", "task", "metrics"}
     frame = results_frame([row])
-    assert list(frame.columns) == ["dataset", "model", "pretrained", "task", "accuracy"]
+    assert list(frame.columns) == ["dataset", "split", "model", "pretrained", "task", "accuracy"]
+    with pytest.raises(ValueError, match="embedded/val"):
+        result_row("embedded/val", "val", "negbook-organism", "negbook-pretrain", "mcq", {"accuracy": 0.5})
+
+
+def test_evaluated_rows_carry_the_split_in_its_own_column(split, tmp_path):
+    import pandas as pd
+
+    from negutils.benchmarks import evaluate_methods
+    from negutils.benchmarks.suite import Benchmarks
+    from negutils.core.results import result_value
+
+    mcq = build_mcq(split, MCQConfig(seed=0))
+    truth = {}
+    for row in mcq.itertuples():
+        for k in range(4):
+            claims = json.loads(getattr(row, f"caption_{k}_claims"))
+            truth[getattr(row, f"caption_{k}")] = lambda o, c=claims: claims_hold(c, o)
+    empty = pd.DataFrame(columns=["split"])
+    bench = {name: Benchmarks(split=name, root=tmp_path, mcq=questions, retrieval_affirmative=empty,
+                              retrieval_negated=empty, confusion_2c=empty, confusion_3c=empty, factor=empty,
+                              existence=empty)
+             for name, questions in (("val", mcq), ("ood", mcq.iloc[:10]))}
+    items = {}
+    results = evaluate_methods({"oracle": OracleScorer(split, truth)}, bench, {"val": split, "ood": split},
+                               "embedded", "negbook-tiny", "none", items=items, tasks=("mcq",))
+    assert list(results.columns[:5]) == ["dataset", "split", "model", "pretrained", "task"]
+    assert set(results["dataset"]) == {"embedded"} and list(results["split"]) == ["val", "ood"]
+    assert result_value(results, "oracle", "mcq", "questions", "val") == len(mcq)
+    assert result_value(results, "oracle", "mcq", "questions", "ood") == 10
+    assert np.isnan(result_value(results, "oracle", "mcq", "questions", "negtrain"))
+    assert {k[:3] for k in items} == {("oracle", "embedded", "val"), ("oracle", "embedded", "ood")}
+
+
+def test_results_written_with_the_split_in_the_dataset_are_read_in_the_new_shape(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from negutils.config import Profile
+    from negutils.core import read_results, write_results
+    from negutils.core.results import result_value
+
+    monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
+    prof = Profile(name="test")
+    old = pd.DataFrame([{"dataset": "embedded/val", "model": "m", "pretrained": "p", "task": "mcq", "method": "a",
+                         "accuracy": 0.5},
+                        {"dataset": "embedded/ood", "model": "m", "pretrained": "p", "task": "mcq", "method": "a",
+                         "accuracy": 0.25}])
+    write_results(old, prof, "03_results")
+    results = read_results(prof, "03_results")
+    assert list(results.columns) == ["dataset", "split", "model", "pretrained", "task", "method", "accuracy"]
+    assert list(results["dataset"]) == ["embedded", "embedded"] and list(results["split"]) == ["val", "ood"]
+    assert result_value(results, "a", "mcq", "accuracy", "ood") == 0.25
+    # tables that are not result rows come back as written
+    write_results(pd.DataFrame({"method": ["a"], "value": [1.0]}), prof, "03_near_ties")
+    assert list(read_results(prof, "03_near_ties").columns) == ["method", "value"]
 
 
 def test_source_only_retrieval_counts_only_the_source_image(split):
@@ -128,9 +182,12 @@ def test_method_table_scales_percent_but_not_correlations():
 
     from negutils.core import method_table
 
-    results = pd.DataFrame([{"dataset": "embedded/val", "method": "a", "task": "retention", "R@5": 0.5, "rho": 0.9991},
-                            {"dataset": "embedded/val", "method": "b", "task": "retention", "R@5": 0.25, "rho": 1.0},
-                            {"dataset": "embedded/ood", "method": "a", "task": "retention", "R@5": 0.9, "rho": 0.5}])
+    results = pd.DataFrame([{"dataset": "embedded", "split": "val", "method": "a", "task": "retention", "R@5": 0.5,
+                             "rho": 0.9991},
+                            {"dataset": "embedded", "split": "val", "method": "b", "task": "retention", "R@5": 0.25,
+                             "rho": 1.0},
+                            {"dataset": "embedded", "split": "ood", "method": "a", "task": "retention", "R@5": 0.9,
+                             "rho": 0.5}])
     table = method_table(results, {("retention", "val", "R@5"): "R@5", ("retention", "val", "rho"): "rho",
                                    ("mcq", "val", "accuracy"): "MCQ"})
     assert table.loc["a", "R@5"] == 50.0 and table.loc["b", "R@5"] == 25.0

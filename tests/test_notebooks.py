@@ -70,7 +70,7 @@ def test_notebook_results_are_csv(smoke_book):
     from negutils.core import read_results
 
     retrieval = read_results(get_profile("smoke"), "00_zero_shot_retrieval")
-    assert {"dataset", "model", "pretrained", "task", "t2i_R@5", "chance_R@5"} <= set(retrieval.columns)
+    assert {"dataset", "split", "model", "pretrained", "task", "t2i_R@5", "chance_R@5"} <= set(retrieval.columns)
     vanilla = read_results(get_profile("smoke"), "01_vanilla")
     assert {"mcq", "retrieval_negated", "factor_operator", "valse_existence"} <= set(vanilla["task"])
     assert vanilla[vanilla.task == "mcq"]["questions"].gt(0).all()

@@ -38,28 +38,39 @@ def test_items_round_trip_and_the_first_chapter_wins(tmp_path, monkeypatch):
 
     monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
     prof = Profile(name="test")
-    write_items({("vanilla", "embedded/val", "mcq", "accuracy"): np.array([1, 0, 1])}, prof, "03_items")
-    write_items({("vanilla", "embedded/val", "mcq", "accuracy"): np.array([0, 0, 0]),
-                 ("KTN", "embedded/val", "mcq", "accuracy"): np.array([1, 1])}, prof, "04_items")
+    write_items({("vanilla", "embedded", "val", "mcq", "accuracy"): np.array([1, 0, 1])}, prof, "03_items")
+    write_items({("vanilla", "embedded", "val", "mcq", "accuracy"): np.array([0, 0, 0]),
+                 ("KTN", "embedded", "val", "mcq", "accuracy"): np.array([1, 1])}, prof, "04_items")
     items = read_items(prof, ["03_items", "04_items"])
-    assert items[("vanilla", "embedded/val", "mcq", "accuracy")].tolist() == [1, 0, 1]
-    assert items[("KTN", "embedded/val", "mcq", "accuracy")].tolist() == [1, 1]
+    assert items[("vanilla", "embedded", "val", "mcq", "accuracy")].tolist() == [1, 0, 1]
+    assert items[("KTN", "embedded", "val", "mcq", "accuracy")].tolist() == [1, 1]
     with pytest.raises(FileNotFoundError, match="05_items"):
         read_items(prof, ["05_items"])
 
 
+def test_items_saved_with_the_split_in_the_dataset_are_read_in_the_new_shape(tmp_path, monkeypatch):
+    from negutils.config import Profile
+
+    monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
+    prof = Profile(name="test")
+    write_items({("vanilla", "embedded/ood", "mcq", "accuracy"): np.array([1, 0])}, prof, "03_items")
+    items = read_items(prof, ["03_items"])
+    assert list(items) == [("vanilla", "embedded", "ood", "mcq", "accuracy")]
+    assert unified_table(items, n_boot=10).set_index("benchmark").loc["MCQ ood", "value"] == 50.0
+
+
 def _items():
     rng = np.random.default_rng(0)
-    return {("vanilla", "w/val", "mcq", "accuracy"): (rng.random(500) < 0.4).astype(float),
-            ("KTN", "w/val", "mcq", "accuracy"): (rng.random(500) < 0.6).astype(float),
-            ("vanilla", "w/val", "retention", "rho"): np.ones(20),
-            ("KTN", "w/val", "retention", "rho"): np.full(20, 0.9)}
+    return {("vanilla", "w", "val", "mcq", "accuracy"): (rng.random(500) < 0.4).astype(float),
+            ("KTN", "w", "val", "mcq", "accuracy"): (rng.random(500) < 0.6).astype(float),
+            ("vanilla", "w", "val", "retention", "rho"): np.ones(20),
+            ("KTN", "w", "val", "retention", "rho"): np.full(20, 0.9)}
 
 
 def test_the_unified_table_scales_and_formats():
     long = unified_table(_items(), n_boot=200)
     mcq = long[long.benchmark == "MCQ val"].set_index("method")
-    assert mcq.loc["KTN", "value"] == pytest.approx(100 * _items()[("KTN", "w/val", "mcq", "accuracy")].mean())
+    assert mcq.loc["KTN", "value"] == pytest.approx(100 * _items()[("KTN", "w", "val", "mcq", "accuracy")].mean())
     assert (mcq["low"] <= mcq["value"]).all() and (mcq["value"] <= mcq["high"]).all()
     table = format_unified(long)
     assert list(table.index) == ["vanilla", "KTN"] and list(table.columns) == ["MCQ val", "rho"]
@@ -85,8 +96,8 @@ def test_leaders_say_whether_the_lead_is_settled():
 def test_ties_are_named_and_a_paired_lead_can_settle_what_intervals_cannot():
     rng = np.random.default_rng(0)
     base = rng.random(400)
-    items = {("a", "w/val", "mcq", "accuracy"): base + 0.02, ("b", "w/val", "mcq", "accuracy"): base,
-             ("a copy", "w/val", "mcq", "accuracy"): base + 0.02}
+    items = {("a", "w", "val", "mcq", "accuracy"): base + 0.02, ("b", "w", "val", "mcq", "accuracy"): base,
+             ("a copy", "w", "val", "mcq", "accuracy"): base + 0.02}
     long = unified_table(items, n_boot=300)
     unpaired = leaders(long).set_index("benchmark")
     paired = leaders(long, items, n_boot=300).set_index("benchmark")

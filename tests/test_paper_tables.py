@@ -11,9 +11,9 @@ def _results():
     rows = []
     for method, mcq, neg in (("vanilla", 0.40, 0.06), ("NegFull alpha=0.5", 0.30, 0.20), ("NegFull alpha=0.9", 0.35, 0.25),
                              ("PeakPatch (joint)", 0.70, 0.60), ("LCSE", 0.60, 0.5)):
-        rows.append({"dataset": "embedded/val", "task": "mcq", "method": method, "accuracy": mcq,
+        rows.append({"dataset": "embedded", "split": "val", "task": "mcq", "method": method, "accuracy": mcq,
                      "negative_accuracy": neg})
-        rows.append({"dataset": "embedded/val", "task": "factor_operator", "method": method,
+        rows.append({"dataset": "embedded", "split": "val", "task": "factor_operator", "method": method,
                      "accuracy": 0.5, "accuracy[NOT]": 0.3, "accuracy[NEITHER]": 0.6, "accuracy[BUT-NOT]": 0.9})
     return pd.DataFrame(rows)
 

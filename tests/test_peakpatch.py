@@ -204,9 +204,10 @@ def _results():
     rows = []
     for method, acc in (("vanilla", 0.4), ("PeakPatch (joint)", 0.7)):
         for split in ("val", "ood"):
-            rows.append({"dataset": f"embedded/{split}", "task": "mcq", "method": method, "accuracy": acc,
+            rows.append({"dataset": "embedded", "split": split, "task": "mcq", "method": method, "accuracy": acc,
                          "positive_accuracy": acc + 0.2, "negative_accuracy": acc - 0.3, "hybrid_accuracy": acc})
-        rows.append({"dataset": "embedded/val", "task": "retrieval_negated", "method": method, "R@5": acc / 2})
+        rows.append({"dataset": "embedded", "split": "val", "task": "retrieval_negated", "method": method,
+                     "R@5": acc / 2})
     return pd.DataFrame(rows)
 
 

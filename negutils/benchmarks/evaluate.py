@@ -10,7 +10,8 @@ same evaluation:
         def score(self, image_features, captions) -> Tensor       # [I, C]
 
 Results are rows in the shape LAION's CLIP_benchmark writes (``dataset, model, pretrained,
-task, metrics``), flattened to columns by ``results_frame``.
+task, metrics``) plus the ``split`` they were scored on, right after ``dataset`` (``embedded`` /
+``val``, never ``embedded/val``), flattened to columns by ``results_frame``.
 """
 from __future__ import annotations
 
@@ -205,13 +206,18 @@ def evaluate_confusion(scorer: Scorer, galleries: pd.DataFrame, split: CocoSplit
             "chance mAP": float(np.mean([y.mean() for y, _ in groups]))}
 
 
-def result_row(dataset: str, model: str, pretrained: str, task: str, metrics: dict) -> dict:
-    """One result in CLIP_benchmark's shape."""
-    return {"dataset": dataset, "model": model, "pretrained": pretrained, "task": task, "metrics": metrics}
+def result_row(dataset: str, split: str, model: str, pretrained: str, task: str, metrics: dict) -> dict:
+    """One result in CLIP_benchmark's shape, with the ``split`` beside the ``dataset`` name."""
+    if "/" in str(dataset):
+        raise ValueError(f"dataset {dataset!r}: name the dataset only ('embedded', 'coco'); "
+                         f"the split goes in its own argument")
+    return {"dataset": dataset, "split": split, "model": model, "pretrained": pretrained, "task": task,
+            "metrics": metrics}
 
 
 def results_frame(rows: list[dict]) -> pd.DataFrame:
-    """CLIP_benchmark rows flattened: the four keys, then one column per metric."""
+    """CLIP_benchmark rows flattened: the five keys (dataset, split, model, pretrained, task), then
+    one column per metric."""
     return pd.DataFrame([{k: v for k, v in r.items() if k != "metrics"} | r["metrics"] for r in rows])
 
 

@@ -91,22 +91,25 @@ def ensure_benchmarks(split: CocoSplit, config: BenchmarkConfig, out_dir: str | 
 
 def evaluate_benchmarks(scorer, bench: Benchmarks, split: CocoSplit, dataset: str, model: str,
                         pretrained: str, items: dict | None = None, tasks=None,
-                        retrieval: dict | None = None) -> list[dict]:
+                        retrieval: dict | None = None, split_name: str | None = None) -> list[dict]:
     """Every benchmark of ``bench`` (or only the task names in ``tasks``) scored by ``scorer``:
-    CLIP_benchmark-shaped result rows. With ``items`` (a dict) the per-item outcomes land there,
-    keyed (method, dataset, task, metric). Each retrieval query set is scored once for all its
-    metrics; ``retrieval`` (a dict), when given, receives those score matrices by query-set name."""
+    CLIP_benchmark-shaped result rows, ``dataset`` the dataset's name (``embedded``) and ``split``
+    ``split_name`` (default: the split ``bench`` was built on). With ``items`` (a dict) the per-item
+    outcomes land there, keyed (method, dataset, split, task, metric). Each retrieval query set is
+    scored once for all its metrics; ``retrieval`` (a dict), when given, receives those score
+    matrices by query-set name."""
 
+    split_name = bench.split if split_name is None else split_name
     rows = []
 
     def run(task, evaluate, *args, **kwargs):
         if tasks is not None and task not in tasks:
             return
         outcomes = {}
-        rows.append(result_row(dataset, model, pretrained, task,
+        rows.append(result_row(dataset, split_name, model, pretrained, task,
                                {"method": scorer.name, **evaluate(*args, **kwargs, items=outcomes)}))
         if items is not None:
-            items.update({(scorer.name, dataset, task, metric): v for metric, v in outcomes.items()})
+            items.update({(scorer.name, dataset, split_name, task, metric): v for metric, v in outcomes.items()})
 
     wanted = lambda *names: tasks is None or any(n in tasks for n in names)  # noqa: E731
     scores = {} if retrieval is None else retrieval
@@ -136,20 +139,21 @@ def evaluate_methods(scorers: dict, bench: dict, splits: dict, dataset: str, mod
     """Every scorer on the full ``val`` suite (or only ``tasks``) and, on ``ood``, the tasks in
     ``ood_tasks`` (the papers report VOC for MCQ only): one results frame, ``method`` naming the
     scorer. With ``retention_reference`` (the vanilla scorer) a ``retention`` row adds LCSE's
-    Spearman rho. ``items`` (a dict) receives the per-item outcomes, keyed (method, dataset, task, metric)."""
+    Spearman rho. ``dataset``: the dataset's name (``embedded``), each row's ``split`` its own column.
+    ``items`` (a dict) receives the per-item outcomes, keyed (method, dataset, split, task, metric)."""
 
     rows, reference_scores = [], {}
 
     def add(name, split_name, task, metrics, outcomes):
-        rows.append(result_row(f"{dataset}/{split_name}", model, pretrained, task, {"method": name, **metrics}))
+        rows.append(result_row(dataset, split_name, model, pretrained, task, {"method": name, **metrics}))
         if items is not None:
-            items.update({(name, f"{dataset}/{split_name}", task, m): v for m, v in outcomes.items()})
+            items.update({(name, dataset, split_name, task, m): v for m, v in outcomes.items()})
 
     for name, scorer in scorers.items():
         scorer.name = name
         scores = {}
-        rows += evaluate_benchmarks(scorer, bench["val"], splits["val"], f"{dataset}/val", model, pretrained,
-                                    items=items, tasks=tasks, retrieval=scores)
+        rows += evaluate_benchmarks(scorer, bench["val"], splits["val"], dataset, model, pretrained,
+                                    items=items, tasks=tasks, retrieval=scores, split_name="val")
         if retention_reference is not None and (tasks is None or "retention" in tasks):
             queries = bench["val"].retrieval_affirmative
             if scorer is retention_reference:

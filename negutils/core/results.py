@@ -1,4 +1,6 @@
-"""Result tables: pandas DataFrames written atomically as CSV under artifacts/<profile>/results/."""
+"""Result tables: pandas DataFrames written atomically as CSV under artifacts/<profile>/results/.
+Result rows name the dataset (``embedded``, ``coco``) and the ``split`` (``val``, ``ood``) in two
+columns."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,18 +20,27 @@ def write_results(frame: pd.DataFrame, profile: Profile, name: str) -> Path:
 
 
 def read_results(profile: Profile, name: str) -> pd.DataFrame:
+    """The table ``name`` of ``profile``; result rows written before ``split`` had its own column
+    (``dataset`` "embedded/val") come back in the current shape (``embedded``, ``val``)."""
     path = profile.artifacts_dir() / "results" / f"{name}.csv"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: run the chapter that writes {name!r} first "
                                 f"(python -m negutils.run --profile {profile.name})")
-    return pd.read_csv(path)
+    frame = pd.read_csv(path)
+    packed = "dataset" in frame and "split" not in frame and len(frame) > 0
+    if packed and frame["dataset"].astype(str).str.contains("/").all():
+        # written before result rows had a split column (dataset "embedded/val"): split it back out
+        parts = frame["dataset"].astype(str).str.rpartition("/")
+        frame["dataset"] = parts[0]
+        frame.insert(frame.columns.get_loc("dataset") + 1, "split", parts[2])
+    return frame
 
 
 def method_table(results: pd.DataFrame, columns: dict[tuple[str, str, str], str], methods=None,
                  fractions: tuple[str, ...] = ("rho",)) -> pd.DataFrame:
     """One row per method, one column per (task, split, metric) of a results frame, in % except the
     metrics named in ``fractions`` (correlations), which keep 3 decimals."""
-    split = results["dataset"].astype(str).str.split("/").str[-1]
+    split = results["split"]
     methods = list(methods) if methods is not None else list(dict.fromkeys(results["method"]))
     table = {}
     for (task, split_name, metric), label in columns.items():
@@ -41,7 +52,6 @@ def method_table(results: pd.DataFrame, columns: dict[tuple[str, str, str], str]
 
 
 def result_value(results: pd.DataFrame, method: str, task: str, column: str, split: str = "val") -> float:
-    """One number of a results frame (``dataset`` ends in ``/<split>``), NaN when absent."""
-    rows = results[(results["method"] == method) & (results["task"] == task)
-                   & results["dataset"].astype(str).str.endswith(f"/{split}")]
+    """One number of a results frame (the row of ``method``, ``task`` and ``split``), NaN when absent."""
+    rows = results[(results["method"] == method) & (results["task"] == task) & (results["split"] == split)]
     return float(rows[column].iloc[0]) if len(rows) and column in rows and pd.notna(rows[column].iloc[0]) else float("nan")

@@ -144,10 +144,11 @@ def show_factor_examples(factor: pd.DataFrame, split: CocoSplit, seed: int = 0):
 def plot_mcq_breakdown(results: pd.DataFrame):
     """MCQ accuracy per correct template for each model, with the 25% line."""
     cols = ["positive_accuracy", "negative_accuracy", "hybrid_accuracy", "accuracy"]
-    frame = results.melt(id_vars=["pretrained", "dataset"], value_vars=cols, var_name="template", value_name="acc")
+    frame = results.melt(id_vars=["pretrained", "dataset", "split"], value_vars=cols, var_name="template",
+                         value_name="acc")
     frame["template"] = frame["template"].str.replace("_accuracy", "").str.replace("accuracy", "overall")
     frame["acc"] *= 100
-    frame["model"] = frame["pretrained"] + " / " + frame["dataset"]
+    frame["model"] = frame["pretrained"] + " / " + frame["dataset"] + "/" + frame["split"]
     fig, ax = plt.subplots(figsize=(9, 3.8))
     sns.barplot(data=frame, x="template", y="acc", hue="model", ax=ax)
     ax.axhline(25, ls="--", c="gray", lw=1)

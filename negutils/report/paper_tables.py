@@ -67,9 +67,9 @@ def our_values(results: pd.DataFrame, near_ties: pd.DataFrame | None = None, str
     second time as ``NEGFULL`` (the papers' "CLIP + NF").
     ``results``: chapters 03-05's results frames stacked; ``near_ties``, ``strata`` and ``collapse``:
     chapters 03, 05 and 02's near-tie, evidence-strata and beside-paper tables (in %, or the paper's unit)."""
-    split = results["dataset"].astype(str).str.split("/").str[-1]
+    split = results["split"]
     rows = []
-    metrics = [c for c in results.columns if c not in ("dataset", "model", "pretrained", "task", "method")]
+    metrics = [c for c in results.columns if c not in ("dataset", "split", "model", "pretrained", "task", "method")]
     for benchmark, (split_name, task) in OUR_TASK.items():
         block = results[(split == split_name) & (results["task"] == task)].drop_duplicates("method")
         for record in block.to_dict("records"):
@@ -211,7 +211,7 @@ def ablation_table(results: pd.DataFrame, paper_rows: dict[str, str]) -> pd.Data
     rows = []
     for method, paper_row in paper_rows.items():
         mine = results[results["method"] == method]
-        mcq = mine[(mine["task"] == "mcq") & mine["dataset"].str.endswith("/val")].iloc[0]
+        mcq = mine[(mine["task"] == "mcq") & (mine["split"] == "val")].iloc[0]
         ret = mine[mine["task"] == "retrieval_negated"].iloc[0]
         rows.append({"variant": method, "MCQ Neg": 100 * mcq["negative_accuracy"], "MCQ Avg": 100 * mcq["accuracy"],
                      "Ret R@5": 100 * ret["R@5"],

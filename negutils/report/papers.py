@@ -42,10 +42,10 @@ BENCHMARK_OF = {("val", "mcq"): "negbench_mcq_coco", ("ood", "mcq"): "negbench_m
 
 
 def our_numbers(results: pd.DataFrame) -> dict[tuple[str, str], float]:
-    """{(benchmark, metric): value} from a results frame (``dataset`` ends in the split name)."""
+    """{(benchmark, metric): value} from a results frame (its ``split`` and ``task`` name the benchmark)."""
     out = {}
     for row in results.to_dict("records"):
-        benchmark = BENCHMARK_OF.get((str(row["dataset"]).split("/")[-1], row["task"]))
+        benchmark = BENCHMARK_OF.get((row["split"], row["task"]))
         if benchmark:
             out.update({(benchmark, m): float(v) for m, v in row.items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool) and pd.notna(v)})

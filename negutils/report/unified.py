@@ -14,7 +14,7 @@ from ..config import Profile
 from ..core.cache import atomic_save
 from ..methods.registry import family
 
-Key = tuple[str, str, str, str]  # (method, dataset, task, metric)
+Key = tuple[str, str, str, str, str]  # (method, dataset, split, task, metric)
 
 
 def items_path(profile: Profile, name: str) -> Path:
@@ -30,8 +30,9 @@ def write_items(items: dict[Key, np.ndarray], profile: Profile, name: str) -> Pa
 
 
 def read_items(profile: Profile, names: list[str]) -> dict[Key, np.ndarray]:
-    """The outcomes of several chapters; the first chapter to report a (method, dataset, task,
-    metric) wins (vanilla is scored in chapters 03, 04 and 05 alike)."""
+    """The outcomes of several chapters; the first chapter to report a (method, dataset, split,
+    task, metric) wins (vanilla is scored in chapters 03, 04 and 05 alike). Keys saved before the
+    split had its own place, (method, "embedded/val", task, metric), are read in the new shape."""
     out: dict[Key, np.ndarray] = {}
     for name in names:
         path = items_path(profile, name)
@@ -40,6 +41,9 @@ def read_items(profile: Profile, names: list[str]) -> dict[Key, np.ndarray]:
                                     f"(python -m negutils.run --profile {profile.name})")
         with np.load(path) as data:
             for i, key in enumerate(json.loads(str(data["keys"]))):
+                if len(key) == 4:   # (method, "dataset/split", task, metric)
+                    dataset, _, split = key[1].rpartition("/")
+                    key = [key[0], dataset, split, *key[2:]]
                 out.setdefault(tuple(key), data[f"a{i}"].astype(np.float64))
     return out
 
@@ -77,7 +81,7 @@ def unified_table(items: dict[Key, np.ndarray], methods: list[str] | None = None
     """Long frame: one row per (method, benchmark) with the mean and its bootstrap interval, in
     the column's scale. Methods default to every method in ``items``, in first-seen order."""
     columns = columns or UNIFIED_COLUMNS
-    by_key = {(m, d.split("/")[-1], t, metric): v for (m, d, t, metric), v in items.items()}
+    by_key = {(m, s, t, metric): v for (m, _, s, t, metric), v in items.items()}
     methods = methods or list(dict.fromkeys(k[0] for k in items))
     rows = []
     for method in methods:
@@ -121,7 +125,7 @@ def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, refe
     bootstrap interval of leader minus runner-up excludes 0; without, the two intervals are
     disjoint. On ``rho``, retention against ``reference``, the reference is 1 by definition and
     does not compete."""
-    by_key = {(m, d.split("/")[-1], t, metric): v for (m, d, t, metric), v in (items or {}).items()}
+    by_key = {(m, s, t, metric): v for (m, _, s, t, metric), v in (items or {}).items()}
     rows = []
     for bench, block in long.groupby("benchmark", sort=False):
         if bench == "rho":

@@ -84,7 +84,7 @@ def protocol_table(results: pd.DataFrame, methods: dict[tuple[str, str], str]) -
 def mcq_table(results: pd.DataFrame) -> pd.DataFrame:
     """PeakPatch Table 1's layout: per method, Aff/Neg/Hyb/Avg on val (COCO) and ood (VOC), in %."""
     mcq = results[results["task"] == "mcq"].copy()
-    mcq["split"] = mcq["dataset"].str.split("/").str[-1].map({"val": "COCO/val", "ood": "VOC/ood"})
+    mcq["split"] = mcq["split"].map({"val": "COCO/val", "ood": "VOC/ood"})
     long = mcq.melt(id_vars=["method", "split"], value_vars=list(MCQ_COLUMNS), var_name="metric")
     long["metric"] = long["metric"].map(MCQ_COLUMNS)
     table = long.pivot_table(index="method", columns=["split", "metric"], values="value", sort=False)
