@@ -1,4 +1,8 @@
-"""What every chapter after 00 starts with: the profile's splits and its backbone, in one call."""
+"""What every chapter starts with: the profile, its splits and its backbone in one call
+(``open_session``), the benchmarks built on them, and where its results are written.
+
+``get_profile``, ``write_results`` and ``read_results`` are importable from here too, so a
+chapter's setup needs this module for everything that is about *its run* rather than a method."""
 from __future__ import annotations
 
 import os
@@ -7,11 +11,15 @@ from pathlib import Path
 
 import torch
 
+from .benchmarks.suite import Benchmarks, ensure_benchmarks
 from .config import Profile, dataset_root, get_profile
+from .core.results import read_results, write_results
 from .models.backbone import Backbone, load_backbone
-from .models.pretrain import ensure_pretrained, load_pretrained
+from .models.pretrain import PretrainResult, ensure_pretrained, load_pretrained
 from .world.coco import CocoSplit, load_split
 from .world.generate import SPLITS, ensure_world
+
+__all__ = ["Session", "get_profile", "load_splits", "open_session", "read_results", "write_results"]
 
 
 @dataclass
@@ -21,10 +29,24 @@ class Session:
     backbone: Backbone
     pretrained_label: str       # "negbook-pretrain", an open_clip tag, or a checkpoint path
     data_key: str               # identifies the data the benchmarks are built from
+    pretraining: PretrainResult | None = None   # the organism's run (history, evaluations); None for a real model
 
     @property
     def dataset(self) -> str:
         return self.profile.dataset
+
+    def benchmarks(self, splits: tuple[str, ...] = ("val", "ood")) -> dict[str, Benchmarks]:
+        """Every benchmark of these splits (those the dataset has), built once and cached."""
+        return {s: ensure_benchmarks(self.splits[s], self.profile.benchmarks, self.profile.artifacts_dir(),
+                                     self.data_key) for s in splits if s in self.splits}
+
+    def untrained_backbone(self) -> Backbone:
+        """The same architecture with freshly initialised weights: the control for what training did."""
+        return load_backbone(self.backbone.model_name, device=str(self.backbone.device))
+
+    def backbone_from(self, checkpoint: str | os.PathLike) -> Backbone:
+        """The same architecture with weights from a local checkpoint (keys checked by the loader)."""
+        return load_backbone(self.backbone.model_name, checkpoint=str(checkpoint), device=str(self.backbone.device))
 
 
 def open_session(profile: str, backbone: str | None = None, pretrained: str | None = None,
@@ -34,6 +56,7 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
     prof = get_profile(profile, backbone=backbone, pretrained=pretrained)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     splits = load_splits(prof, progress=progress)
+    run = None
     if prof.backbone is None and checkpoint is None:
         run = ensure_pretrained(splits["pretrain"].image_root.parent, prof.pretrain, prof.artifacts_dir(),
                                 progress=progress)
@@ -43,7 +66,7 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
         model = load_backbone(prof.backbone, prof.pretrained, checkpoint=checkpoint, device=device)
         label = str(checkpoint or prof.pretrained)
         data_key = f"{prof.dataset}:" + ",".join(f"{n}={len(s)}" for n, s in sorted(splits.items()))
-    return Session(prof, splits, model, label, data_key)
+    return Session(prof, splits, model, label, data_key, run)
 
 
 def load_splits(profile: Profile, names: tuple[str, ...] | None = None, coco_root: str | os.PathLike | None = None,

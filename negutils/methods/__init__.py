@@ -3,6 +3,7 @@ the negation training data, NegFull fine-tuning and PeakPatch (``methods.peakpat
 book evaluates (``methods.registry``).
 
 The names chapters use, importable from here; everything else from its module."""
+from ..models.features import TextFeatures, dense_bytes, extract_layer_sweep, extract_text_features
 from .ktn import (EC_LAMBDA, EmbeddingCorrectionScorer, HolisticScorer, KAPPA, KtnScorer, NEUTRAL_TEXT,
                   NEUTRAL_WORDS, rejection_score, remove_directions)
 from .lcse import (Calibration, LCSE_TEMPLATES, LcseScorer, calibration_grid, closed_form_and,
@@ -26,7 +27,7 @@ from .training_data import (DEFAULT_PROTOCOL, PROTOCOLS, benchmark_phrasing, bui
                             check_truth, contrastive_loss, examples, mcq_accuracy, mentioned,
                             prepare_negation_data, protocol_view)
 
-__all__ = ["METHODS", "Method", "build_scorer", "family", "negfull_label", "scorer_dict", "variant_label",
+__all__ = ["TextFeatures", "dense_bytes", "extract_layer_sweep", "extract_text_features", "METHODS", "Method", "build_scorer", "family", "negfull_label", "scorer_dict", "variant_label",
            "ALPHA_MAX", "Calibration", "DEFAULT_PROTOCOL", "ECN", "EC_LAMBDA", "EmbeddingCorrectionScorer",
            "HolisticScorer", "KAPPA", "KtnScorer", "LCSE_TEMPLATES", "LcseScorer", "NEUTRAL_TEXT",
            "NEUTRAL_WORDS", "NegFullConfig", "PROTOCOLS", "PROTOCOL_TASKS", "PeakPatch", "PeakPatchConfig",

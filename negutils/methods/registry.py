@@ -99,16 +99,17 @@ def method_label(method_id: str, protocol: str = DEFAULT_PROTOCOL) -> str:
     return with_protocol(method(method_id).name, protocol)
 
 
-def negfull_label(alpha: float, protocol: str = DEFAULT_PROTOCOL) -> str:
-    """The results name of the NegFull run at ``alpha``."""
-    return with_protocol(f"{method('negfull').name} alpha={alpha:g}", protocol)
+def negfull_label(alpha: float | str, protocol: str = DEFAULT_PROTOCOL) -> str:
+    """The results name of the NegFull run at ``alpha`` (``"released"``: the published weights)."""
+    detail = "(released)" if alpha == "released" else f"alpha={alpha:g}"
+    return with_protocol(f"{method('negfull').name} {detail}", protocol)
 
 
 def method_id(label: str) -> str:
     """The registered id behind a results name (protocol brackets and NegFull's alpha ignored)."""
     base = label.split(" [")[0]
     for m in _METHODS:
-        if base == m.name or (m.id == "negfull" and base.startswith(f"{m.name} alpha=")):
+        if base == m.name or (m.id == "negfull" and base.startswith(f"{m.name} ")):
             return m.id
     raise KeyError(f"{label!r} names no registered method; registered: {[m.name for m in _METHODS]}")
 

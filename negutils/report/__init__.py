@@ -2,13 +2,14 @@
 bootstrap intervals, and performance.
 
 The names chapters use, importable from here; everything else from its module."""
+from ..core.results import method_table, write_results
 from .paper_tables import (BOOK_TABLES, NEGFULL, ablation_table, agreement_summary, beside_table,
                            best_negfull, differences, has_results, highlight_differences, load_ours,
                            our_values)
 from .papers import beside_paper, our_numbers, paper_metric, paper_numbers, paper_value
 from .performance import notebook_times, ratio_summary, read_bench
-from .unified import (bootstrap_ci, format_unified, leaders, read_items, unified_findings, unified_table,
-                      write_items)
+from .unified import (bootstrap_ci, format_unified, leaders, read_items, record_evaluation, unified_findings,
+                      unified_table, write_items)
 from .verdicts import (NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS, Claim, collapse_measures,
                        collapse_verdicts, judge, ktn_measures, ktn_verdicts, lcse_measures, lcse_verdicts,
                        peakpatch_verdicts, result_measures)
@@ -17,7 +18,7 @@ __all__ = ["BOOK_TABLES", "Claim", "NEGFULL", "NOT_MEASURED", "NOT_REPRODUCED", 
            "VERDICTS", "judge", "ktn_measures", "lcse_measures", "result_measures", "ablation_table",
            "agreement_summary", "beside_paper", "beside_table", "best_negfull", "bootstrap_ci",
            "collapse_measures", "collapse_verdicts", "differences", "format_unified", "has_results",
-           "highlight_differences", "ktn_verdicts", "lcse_verdicts", "leaders", "load_ours",
+           "highlight_differences", "ktn_verdicts", "method_table", "lcse_verdicts", "leaders", "load_ours",
            "notebook_times", "our_numbers", "our_values", "paper_metric", "paper_numbers", "paper_value",
-           "peakpatch_verdicts", "ratio_summary", "read_bench", "read_items", "unified_findings",
-           "unified_table", "write_items"]
+           "peakpatch_verdicts", "ratio_summary", "read_bench", "read_items", "record_evaluation", "unified_findings",
+           "unified_table", "write_items", "write_results"]

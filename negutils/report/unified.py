@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..benchmarks.suite import evaluate_methods
 from ..config import Profile
 from ..core.cache import atomic_save
+from ..core.results import write_results
 from ..methods.registry import family
 
 Key = tuple[str, str, str, str, str]  # (method, dataset, split, task, metric)
@@ -27,6 +29,22 @@ def write_items(items: dict[Key, np.ndarray], profile: Profile, name: str) -> Pa
     arrays = {f"a{i}": np.asarray(items[k], dtype=np.float32) for i, k in enumerate(keys)}
     arrays["keys"] = np.array(json.dumps(keys))
     return atomic_save(items_path(profile, name), lambda tmp: np.savez_compressed(tmp, **arrays))
+
+
+def record_evaluation(session, bench: dict, chapter: str, scorers: dict | list[tuple[dict, tuple | None]],
+                      retention_reference=None) -> pd.DataFrame:
+    """Evaluate scorers on a chapter's benchmarks and record both outputs under ``name``: the results
+    CSV and the per-item outcomes chapter 06 bootstraps (``<chapter>_results``, ``<chapter>_items``). ``scorers`` is ``{name: scorer}`` for the
+    full suite, or a list of (scorers, tasks) groups evaluated on their own tasks only."""
+    groups = [(scorers, None)] if isinstance(scorers, dict) else scorers
+    items = {}
+    frames = [evaluate_methods(group, bench, session.splits, session.dataset, session.backbone.model_name,
+                               session.pretrained_label, retention_reference=retention_reference, items=items,
+                               tasks=tasks) for group, tasks in groups if group]
+    results = pd.concat(frames, ignore_index=True)
+    write_results(results, session.profile, f"{chapter}_results")
+    write_items(items, session.profile, f"{chapter}_items")
+    return results
 
 
 def read_items(profile: Profile, names: list[str]) -> dict[Key, np.ndarray]:
