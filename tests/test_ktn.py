@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from negutils.core import sigmoid
 from negutils.methods import EmbeddingCorrectionScorer, KtnScorer, rejection_score, remove_directions
 
 CONCEPTS = ("cat", "dog", "bird")
@@ -66,10 +67,9 @@ def test_pool_weight_is_one_over_the_candidate_pool():
 def test_rejection_score_matches_eq_13_by_hand():
     alpha = np.array([[0.30, 0.10, 0.25], [0.30, 0.35, 0.25]])     # columns: c+, c-, other
     p = rejection_score(alpha, neg=[1], pos=[0], tau_vocab=np.zeros(2), kappa=50)
-    sig = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
-    assert np.allclose(p, [sig(50 * (0.10 - 0.30)) - 0.25, sig(50 * (0.35 - 0.30)) - 0.25])
+    assert np.allclose(p, [sigmoid(50 * (0.10 - 0.30)) - 0.25, sigmoid(50 * (0.35 - 0.30)) - 0.25])
     no_affirmed = rejection_score(alpha, neg=[1], pos=[], tau_vocab=alpha.mean(axis=1), kappa=50)
-    assert np.allclose(no_affirmed, sig(50 * (alpha[:, 1] - alpha.mean(axis=1))))
+    assert np.allclose(no_affirmed, sigmoid(50 * (alpha[:, 1] - alpha.mean(axis=1))))
 
 
 def test_remove_directions_leaves_the_span():

@@ -3,8 +3,9 @@ zero correction on captions without an operator or negation."""
 import numpy as np
 import pytest
 
+from negutils.core import sigmoid
 from negutils.methods import (closed_form_and, closed_form_not, fit_calibration, lcse_correction,
-                              logic_probability, power_mean, sigmoid)
+                              logic_probability, power_mean)
 
 
 def parse(op, *lits):

@@ -1,5 +1,6 @@
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from pycocotools.coco import COCO
 from negutils.world import alt_text
 from negutils.world import (CATEGORY_NAMES, IN_DOMAIN_BACKGROUNDS, OOD_BACKGROUNDS, SPLITS, WorldConfig,
                             build_world, generate_split, load_split)
+from negutils.world.coco import CocoSplit
 
 
 def test_at_least_twenty_noun_categories():
@@ -112,6 +114,18 @@ def test_bad_config_is_rejected():
 def test_split_is_named_after_its_directory(tiny_world):
     assert load_split(tiny_world / "val").name == "val"
     assert load_split(instances=tiny_world / "ood" / "instances.json", name="voc").name == "voc"
+
+
+def test_absent_categories_keep_the_category_order(tiny_world):
+    split = CocoSplit("hand", Path("."), [1, 2], ["a.png", "b.png"], [frozenset({"dog", "cat"}), frozenset()],
+                      [[], []], ["cat", "bird", "dog", "apple"])
+    assert split.absent_categories(0) == ["bird", "apple"]
+    assert split.absent_categories(1) == ["cat", "bird", "dog", "apple"]
+    val = load_split(tiny_world / "val")
+    for i in range(len(val)):
+        absent = val.absent_categories(i)
+        assert set(absent).isdisjoint(val.objects[i]) and set(absent) | val.objects[i] == set(val.categories)
+        assert absent == sorted(absent, key=val.categories.index)
 
 
 @pytest.mark.parametrize("content, message", [

@@ -121,7 +121,7 @@ def build_mcq(split: CocoSplit, config: MCQConfig = MCQConfig(), rephraser: Reph
     n_images = len(split) if config.max_images is None else min(config.max_images, len(split))
     for i in range(n_images):
         present = sorted(split.objects[i])
-        absent = [c for c in split.categories if c not in split.objects[i]]
+        absent = split.absent_categories(i)
         if not present or not absent:
             continue
         allowed = list(TEMPLATES)
@@ -284,7 +284,7 @@ def build_retrieval(split: CocoSplit, seed: int = 0) -> tuple[pd.DataFrame, pd.D
         affirmative.append({"query": text, "image_id": split.image_ids[i], "image_path": split.file_names[i],
                             "positives": json.dumps([split.image_ids[i]])})
         present = sorted(split.objects[i])
-        absent = [c for c in split.categories if c not in split.objects[i]]
+        absent = split.absent_categories(i)
         if not present or not absent:
             continue
         N = sample_absent(rng, present, absent, cooc)

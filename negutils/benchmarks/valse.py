@@ -24,7 +24,7 @@ def build_existence(split: CocoSplit, n_samples: int = 500, seed: int = 0) -> pd
     for k, i in enumerate(order[:n_samples]):
         i = int(i)
         present = sorted(split.objects[i])
-        absent = [c for c in split.categories if c not in split.objects[i]]
+        absent = split.absent_categories(i)
         want_present = k % 2 == 0
         pool = present if want_present else absent
         if not pool:

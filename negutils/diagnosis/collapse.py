@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from ..core.results import read_results
+from ..core.stats import bootstrap_interval
 
 
 def layer_embeddings(encoder, captions: Sequence[str], batch_size: int = 256) -> torch.Tensor:
@@ -50,12 +51,8 @@ def bootstrap_layer_means(values: np.ndarray, n_boot: int = 1000, level: float =
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 2 or values.shape[1] < 2:
         raise ValueError(f"values must be [layers, items] with at least 2 items; got {values.shape}")
-    rng = np.random.default_rng(seed)
-    n = values.shape[1]
-    draws = np.stack([values[:, rng.integers(0, n, n)].mean(axis=1) for _ in range(n_boot)])
-    tail = (1 - level) / 2
-    return pd.DataFrame({"layer": np.arange(1, values.shape[0] + 1), "mean": values.mean(axis=1),
-                         "lo": np.quantile(draws, tail, axis=0), "hi": np.quantile(draws, 1 - tail, axis=0)})
+    mean, lo, hi = bootstrap_interval(values, n_boot, level, seed)
+    return pd.DataFrame({"layer": np.arange(1, values.shape[0] + 1), "mean": mean, "lo": lo, "hi": hi})
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ def build_diagnostic_set(split: CocoSplit, n: int = 1000, seed: int = 0) -> pd.D
     for i in rng.permutation(len(split)):
         i = int(i)
         affirmative = next((c["caption"] for c in split.captions[i] if not has_negation_cue(c["caption"])), None)
-        absent = [c for c in split.categories if c not in split.objects[i]]
+        absent = split.absent_categories(i)
         if affirmative is None or not absent:
             continue
         pair = negation_pair(affirmative, absent[int(rng.integers(len(absent)))], rng)

@@ -8,7 +8,7 @@ from .ktn import (EC_LAMBDA, EmbeddingCorrectionScorer, HolisticScorer, KAPPA, K
                   NEUTRAL_WORDS, rejection_score, remove_directions)
 from .lcse import (Calibration, LCSE_TEMPLATES, LcseScorer, calibration_grid, closed_form_and,
                    closed_form_not, default_calibration, fit_calibration, lcse_correction, logic_probability,
-                   pairwise_evidence, power_mean, sigmoid)
+                   pairwise_evidence, power_mean)
 from .lcse_analysis import (ablation_rows, calibration_set, concept_detection_auc, evidence_strata,
                             operator_table, oracle_parses, parser_agreement)
 from .negfull import (NegFullConfig, choose_alpha, finetune_negfull, fit_protocols, held_out_accuracy,
@@ -43,4 +43,4 @@ __all__ = ["TextFeatures", "dense_bytes", "extract_layer_sweep", "extract_text_f
            "parse_captions", "parse_ktn", "parse_lcse", "parse_table", "parser_agreement", "parser_coverage",
            "polarity_separation", "power_mean", "prepare_negation_data", "protocol_findings",
            "protocol_table", "protocol_view", "rejection_score", "remove_directions", "run_plan",
-           "scn_candidates", "score_corrections", "sigmoid", "train_peakpatch", "train_variants"]
+           "scn_candidates", "score_corrections", "train_peakpatch", "train_variants"]

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..core.stats import sigmoid
 from ..diagnosis.concepts import ConceptBank
 from .parsed_scorer import ParsedTextScorer
 from .parsing import CaptionParse
@@ -53,19 +54,18 @@ def rejection_score(alpha: np.ndarray, neg: Sequence[int], pos: Sequence[int], t
                     kappa: float = KAPPA) -> np.ndarray:
     """p_c-(i) of eq. 13-14 for every image: ``alpha`` [I, V] image x concept similarities,
     ``neg`` / ``pos`` column indices of c- and C+, ``tau_vocab`` [I] the reference when C+ is empty."""
-    sig = lambda x: 1.0 / (1.0 + np.exp(-x))  # noqa: E731
     tau = alpha[:, list(pos)].mean(axis=1) if len(pos) else tau_vocab
-    p = sum(sig(kappa * (alpha[:, c] - tau)) for c in neg)
+    p = sum(sigmoid(kappa * (alpha[:, c] - tau)) for c in neg)
     if len(pos):
-        p = p - 0.5 * np.mean([sig(kappa * (alpha[:, c] - tau)) for c in pos], axis=0)
+        p = p - 0.5 * np.mean([sigmoid(kappa * (alpha[:, c] - tau)) for c in pos], axis=0)
     return p
 
 
 class HolisticScorer(ParsedTextScorer):
     """Plain cosine with another text encoder (e.g. PeakPatch's ECN embedding without its SCN)."""
 
-    def __init__(self, images, encode, name: str = "holistic"):
-        super().__init__(images, encode, name)
+    def __init__(self, image_scorer, encode, name: str = "holistic"):
+        super().__init__(image_scorer, encode, name)
 
     def corrected(self, captions: Sequence[str]) -> torch.Tensor:
         return self.text(captions)          # no parse, so nothing falls back
@@ -83,9 +83,9 @@ class EmbeddingCorrectionScorer(ParsedTextScorer):
       projected out of the query with lambda, and no anchor added back.
     """
 
-    def __init__(self, images, encode, name: str = "EC", lam: float = EC_LAMBDA, variant: str = "formula",
+    def __init__(self, image_scorer, encode, name: str = "EC", lam: float = EC_LAMBDA, variant: str = "formula",
                  neutral: Sequence[str] = NEUTRAL_WORDS, bank: ConceptBank | None = None):
-        super().__init__(images, encode, name)
+        super().__init__(image_scorer, encode, name)
         if variant not in EC_VARIANTS:
             raise ValueError(f"unknown Embedding Correction variant {variant!r}; choose one of {EC_VARIANTS}")
         self.lam, self.variant = lam, variant
@@ -112,10 +112,10 @@ class KtnScorer(ParsedTextScorer):
     """KTN (eq. 11-14). ``rejection=False`` keeps only Dimension 1 (KTN Table 3's "+ Proj");
     ``pool_weight`` fixes w_n instead of 1/N."""
 
-    def __init__(self, images, encode, vocabulary: Sequence[str], name: str = "KTN", kappa: float = KAPPA,
+    def __init__(self, image_scorer, encode, vocabulary: Sequence[str], name: str = "KTN", kappa: float = KAPPA,
                  rejection: bool = True, multiview: bool = True, pool_weight: float | None = None,
                  bank: ConceptBank | None = None, parses: dict | None = None):
-        super().__init__(images, encode, name, parses)
+        super().__init__(image_scorer, encode, name, parses)
         if not vocabulary:
             raise ValueError("KtnScorer needs a concept vocabulary (the categories) for tau(i) when C+ is empty")
         self.vocabulary = list(vocabulary)

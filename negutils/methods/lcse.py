@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..benchmarks.evaluate import image_index
 from ..core.logic import literals
+from ..core.stats import sigmoid
 from ..diagnosis.concepts import ConceptBank
 from .parsed_scorer import ParsedTextScorer
 
@@ -36,10 +37,6 @@ class Calibration:
     mu: float
     beta: float
     source: str = ""
-
-
-def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
 
 
 def logit(p):
@@ -87,9 +84,9 @@ class LcseScorer(ParsedTextScorer):
     """s_LCSE for any caption; ``parses`` maps captions to oracle parses (FACTOR-Bench's), which
     then take precedence over the parser."""
 
-    def __init__(self, images, encode, calibration: Calibration, name: str = "LCSE",
+    def __init__(self, image_scorer, encode, calibration: Calibration, name: str = "LCSE",
                  bank: ConceptBank | None = None, parses: dict | None = None):
-        super().__init__(images, encode, name, parses)
+        super().__init__(image_scorer, encode, name, parses)
         self.calibration = calibration
         self.bank = bank or ConceptBank(encode, LCSE_TEMPLATES)
 

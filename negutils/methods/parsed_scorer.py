@@ -19,9 +19,9 @@ class ParsedTextScorer:
     text embeddings from ``encode`` (the frozen tower or PeakPatch's ECN), parses cached per caption,
     and a count of captions that fell back to holistic scoring."""
 
-    def __init__(self, images, encode: Callable[[Sequence[str]], torch.Tensor], name: str,
+    def __init__(self, image_scorer, encode: Callable[[Sequence[str]], torch.Tensor], name: str,
                  parses: dict[str, CaptionParse | dict] | None = None):
-        self.images, self.encode, self.name = images, encode, name
+        self.image_scorer, self.encode, self.name = image_scorer, encode, name
         self._parses: dict[str, CaptionParse] = {}
         self._oracle = dict(parses or {})
         self._text: dict[str, torch.Tensor] = {}
@@ -29,7 +29,7 @@ class ParsedTextScorer:
         self.fallbacks: set[str] = set()
 
     def image_features(self, split, indices) -> torch.Tensor:
-        return self.images.image_features(split, indices)
+        return self.image_scorer.image_features(split, indices)
 
     def parses(self, captions: Sequence[str]) -> list[CaptionParse]:
         todo = [c for c in dict.fromkeys(captions) if c not in self._parses and c not in self._oracle]

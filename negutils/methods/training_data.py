@@ -288,7 +288,7 @@ def build_negation_data(split: CocoSplit, seed: int = 0, negcap_per_image: int =
     affirmative, negcap, false_negation, negmcq, base_of = [], [], [], [], {}
     for i in range(n_images):
         present = sorted(split.objects[i])
-        absent = [c for c in cats if c not in split.objects[i]]
+        absent = split.absent_categories(i)
         captions = _affirmative_captions(split, i)
         if not present or not absent or not captions:
             continue

@@ -98,8 +98,10 @@ def _batches(split: CocoSplit, config: PretrainConfig):
                 return
 
 
-def evaluate_retrieval(backbone: Backbone, split: CocoSplit, n_images: int | None = None) -> dict:
-    """Zero-shot text->image and image->text recall on the split's affirmative full captions."""
+def backbone_retrieval_recall(backbone: Backbone, split: CocoSplit, n_images: int | None = None) -> dict:
+    """Zero-shot text->image and image->text recall of a bare backbone on the split's affirmative
+    full captions, the gallery being the queried images (what pretraining is checked with; a
+    scorer's benchmark retrieval is ``benchmarks.evaluate.evaluate_retrieval``)."""
     idx, queries = retrieval_queries(split, n_images)
     img = backbone.encode_images(split.images(idx))
     txt = backbone.encode_text(queries)
@@ -136,7 +138,7 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
         t = time.perf_counter()
         model.eval()
         evaluations.append({"step": step, "samples": step * config.batch_size,
-                            **evaluate_retrieval(backbone, val, config.eval_images)})
+                            **backbone_retrieval_recall(backbone, val, config.eval_images)})
         model.train()
         eval_seconds += time.perf_counter() - t
 

@@ -14,6 +14,7 @@ from ..benchmarks.suite import evaluate_methods
 from ..config import Profile
 from ..core.cache import atomic_save
 from ..core.results import write_results
+from ..core.stats import bootstrap_interval
 from ..methods.registry import family
 
 Key = tuple[str, str, str, str, str]  # (method, dataset, split, task, metric)
@@ -71,16 +72,8 @@ def bootstrap_ci(values, n_boot: int = 1000, level: float = 0.95, seed: int = 0)
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 1 or len(v) == 0:
         raise ValueError(f"bootstrap_ci needs a non-empty 1-D array; got shape {v.shape}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1); got {level}")
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_boot)
-    for start in range(0, n_boot, 100):  # bounded memory on 100k-item arrays
-        stop = min(start + 100, n_boot)
-        means[start:stop] = v[rng.integers(0, len(v), size=(stop - start, len(v)))].mean(axis=1)
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return float(v.mean()), float(low), float(high)
+    mean, low, high = bootstrap_interval(v, n_boot, level, seed)
+    return float(mean), float(low), float(high)
 
 
 # the unified table's columns: label -> (split, task, metric, scale); scale 100 prints %

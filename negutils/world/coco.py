@@ -26,6 +26,11 @@ class CocoSplit:
     def __len__(self) -> int:
         return len(self.image_ids)
 
+    def absent_categories(self, i: int) -> list[str]:
+        """The categories not among image ``i``'s objects, in the order of ``categories`` (what a
+        grounded negation of image ``i`` may name)."""
+        return [c for c in self.categories if c not in self.objects[i]]
+
     def image_path(self, i: int) -> Path:
         return self.image_root / self.file_names[i]
 

@@ -51,18 +51,18 @@ class PeakPatchScorer:
     fly (through ``taps``, which several scorers may share)."""
 
     def __init__(self, backbone, model: PeakPatch, l_p: int, l_a: int, name: str = "PeakPatch",
-                 batch_size: int = 256, taps: PeakTaps | None = None, images: ClipScorer | None = None):
+                 batch_size: int = 256, taps: PeakTaps | None = None, image_scorer: ClipScorer | None = None):
         self.backbone, self.model, self.l_p, self.l_a = backbone, model.eval(), l_p, l_a
         self.name, self.batch_size = name, batch_size
         if taps is not None and (taps.backbone is not backbone or (taps.l_p, taps.l_a) != (l_p, l_a)):
             raise ValueError(f"shared taps are of layers ({taps.l_p}, {taps.l_a}) of another backbone or layers; "
                              f"this scorer reads ({l_p}, {l_a})")
         self.taps = taps or PeakTaps(backbone, l_p, l_a, batch_size)
-        self._images = images or ClipScorer(backbone, batch_size=batch_size)   # the frozen image tower
+        self._image_scorer = image_scorer or ClipScorer(backbone, batch_size=batch_size)   # the frozen image tower
         self._text: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def image_features(self, split, indices) -> torch.Tensor:
-        return self._images.image_features(split, indices)
+        return self._image_scorer.image_features(split, indices)
 
     def text_batch(self, captions: Sequence[str]) -> dict:
         return self.taps.batch(captions)
