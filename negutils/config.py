@@ -59,6 +59,19 @@ class PeakPatchSettings:
 
 
 @dataclass(frozen=True)
+class TrainingFreeSettings:
+    """Chapters 04-05's sizes: LCSE fits (mu, beta) on pairwise operator tests of ``pretrain``."""
+    calibration_samples: int = 100    # pairwise tests per operator (App. A: ~50 images suffice for CLIP)
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """Chapter 06's unified table: percentile bootstrap over each benchmark's items."""
+    bootstrap: int = 1000             # resamples per 95% interval and per paired lead
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class NegationRateSettings:
     """Chapter 07's sweep. ``pilot_*`` always runs in the book; ``sweep_*`` when the chapter's
     ``full_sweep`` parameter is true (and in the gpu profile)."""
@@ -82,6 +95,8 @@ class Profile:
     benchmarks: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     diagnosis: DiagnosisConfig = field(default_factory=DiagnosisConfig)
     peakpatch: PeakPatchSettings = field(default_factory=PeakPatchSettings)
+    training_free: TrainingFreeSettings = field(default_factory=TrainingFreeSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
     negation_rate: NegationRateSettings = field(default_factory=NegationRateSettings)
     # Real-backbone mode: when ``backbone`` is set, it is loaded instead of pretraining the organism.
     backbone: str | None = None
@@ -114,6 +129,8 @@ PROFILES: dict[str, Profile] = {
         negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=8 * 128, sweep_rates=(0.0, 0.05),
                                            mcq_questions=200, diagnostic_pairs=60, bootstrap=20,
                                            calibration_samples=10),
+        training_free=TrainingFreeSettings(calibration_samples=30),
+        report=ReportSettings(bootstrap=100),
         description="tiny world and model, a few steps: the whole suite in minutes (what tests run)",
     ),
     "cpu": Profile(

@@ -109,7 +109,7 @@ def method_gains(session, bench, settings: NegationRateSettings, layers, progres
     vanilla = build_scorer("vanilla", session.backbone)
     encode = session.backbone.encode_text
     tests = calibration_set(session.splits["pretrain"], settings.calibration_samples)
-    calibration = fit_on_split(vanilla, encode, tests, session.splits["pretrain"])
+    calibration, _ = fit_on_split(vanilla, encode, tests, session.splits["pretrain"])
     scorers = scorer_dict(
         vanilla, joint_peakpatch_scorer(session, layers, progress=progress, max_images=settings.peakpatch_images),
         build_scorer("ktn", build_scorer("vanilla", session.backbone, flip_average=True), encode,

@@ -9,7 +9,7 @@ from .ktn import (EC_LAMBDA, EmbeddingCorrectionScorer, HolisticScorer, KAPPA, K
 from .lcse import (Calibration, LCSE_TEMPLATES, LcseScorer, calibration_grid, closed_form_and,
                    closed_form_not, default_calibration, fit_calibration, lcse_correction, logic_probability,
                    pairwise_evidence, power_mean)
-from .lcse_analysis import (ablation_rows, calibration_set, concept_detection_auc, evidence_strata,
+from .lcse_analysis import (ablation_rows, calibration_set, concept_detection_auc, evidence_strata, fit_on_split,
                             operator_table, oracle_parses, parser_agreement)
 from .negfull import (NegFullConfig, choose_alpha, finetune_negfull, fit_protocols, held_out_accuracy,
                       negfull_loss)
@@ -35,7 +35,7 @@ __all__ = ["TextFeatures", "dense_bytes", "extract_layer_sweep", "extract_text_f
            "benchmark_phrasing", "build_negation_data", "calibration_grid", "calibration_set", "check_truth",
            "choose_alpha", "chosen_design", "closed_form_and", "closed_form_not", "concept_detection_auc",
            "contrastive_loss", "correction_summary", "default_calibration", "design_table", "embedding_map",
-           "ensure_peakpatch", "evidence_strata", "examples", "fallback_rate", "finetune_negfull",
+           "ensure_peakpatch", "evidence_strata", "fit_on_split", "examples", "fallback_rate", "finetune_negfull",
            "fit_calibration", "fit_protocols", "gallery_offsets", "held_out_accuracy", "initial_cosine",
            "joint_peakpatch_scorer", "layer_sweep", "lcse_correction", "logic_probability", "losses",
            "mcq_accuracy", "mcq_table", "mentioned", "method", "method_id", "method_label", "near_tie_subset", "near_tie_table",

@@ -96,14 +96,13 @@ def oracle_parses(factor: pd.DataFrame) -> dict[str, dict]:
 
 
 def fit_on_split(image_scorer, encode, tests: pd.DataFrame, split, model_name: str | None = None,
-                 betas=(10, 20, 30, 40, 50, 60)):
-    """(mu, beta) for LCSE on ``encode``: the paper's default for a known real backbone, else the
-    grid maximum over pairwise operator ``tests`` of ``split`` (from :func:`calibration_set`),
-    with mu spanning the 5-95% range of the concept similarities."""
+                 betas=(10, 20, 30, 40, 50, 60)) -> tuple[Calibration, pd.DataFrame]:
+    """(mu, beta) for LCSE on ``encode`` and the grid it comes from: the grid maximum over pairwise
+    operator ``tests`` of ``split`` (from :func:`calibration_set`), with mu spanning the 5-95% range
+    of the concept similarities, or the paper's default for a known real backbone (the grid is
+    computed then too, to show where the default sits)."""
 
-    known = default_calibration(model_name)
-    if known is not None:
-        return known
     evidence = pairwise_evidence(LcseScorer(image_scorer, encode, Calibration(0.0, 1.0)), tests, split)
     lo, hi = np.quantile(evidence["sims"], [0.05, 0.95])
-    return fit_calibration(calibration_grid(evidence, np.round(np.linspace(lo, hi, 13), 3), betas))
+    grid = calibration_grid(evidence, np.round(np.linspace(lo, hi, 13), 3), betas)
+    return default_calibration(model_name) or fit_calibration(grid), grid

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..benchmarks.evaluate import ClipScorer
+from ..diagnosis.collapse import load_layer_choice
 from ..models.features import TextFeatures, extract_text_features
 from .ktn import EmbeddingCorrectionScorer, HolisticScorer, KtnScorer
 from .lcse import LcseScorer
@@ -137,12 +138,15 @@ def scorer_dict(*scorers) -> dict:
     return out
 
 
-def joint_peakpatch_scorer(session, layers, progress: bool = True, max_images: int | None = None) -> PeakPatchScorer:
+def joint_peakpatch_scorer(session, layers=None, progress: bool = True,
+                           max_images: int | None = None) -> PeakPatchScorer:
     """Chapter 03's joint PeakPatch (``negbench`` protocol, the profile's measured choices) on this
     session's backbone, trained once from the feature cache (or loaded), as a scorer whose
     ``corrected`` is the ECN text encoder the KTN, LCSE and negation-rate chapters stack on.
-    ``max_images`` trains on the first that many training images only (the held-out ones stay)."""
+    ``layers`` defaults to chapter 02's choice; ``max_images`` trains on the first that many
+    training images only (the held-out ones stay)."""
     prof = session.profile
+    layers = layers or load_layer_choice(prof)
     root = prof.artifacts_dir() / "features"
     data = prepare_negation_data(session.backbone, session.splits["negtrain"], session.data_key, root,
                                  progress=progress)
