@@ -93,9 +93,10 @@ def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = N
 
 
 def build_book(stage: Path, book_out: Path) -> Path:
-    """``jupyter-book build`` with warnings as errors; returns the HTML index."""
+    """``jupyter-book build`` in nitpicky mode (every cross-reference must resolve) with warnings as
+    errors; returns the HTML index."""
     cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(stage),
-           "--path-output", str(book_out), "-W", "--keep-going"]
+           "--path-output", str(book_out), "-n", "-W", "--keep-going"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])

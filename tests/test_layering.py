@@ -3,6 +3,7 @@ and imports at module level unless a comment says why not (the rule of ``negutil
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,10 @@ def test_the_layering_check_catches_an_upward_import_and_reads_relative_levels(t
     assert imports(probe, me) == [("negutils.methods.ktn", 1, True), ("negutils.core.cache", 2, True),
                                   ("negutils.world.coco", 4, False)]
     assert upward_imports(probe, me) == ["line 1: negutils.methods.ktn", "line 4: negutils.world.coco"]
+
+
+def test_every_chapter_imports_from_at_most_five_negutils_places():
+    for notebook in sorted((PACKAGE.parent / "notebooks").glob("[0-9][0-9]_*.md")):
+        text = notebook.read_text()
+        places = {m.split(".")[1] if "." in m else m for m in re.findall(r"^from (negutils\S*) import", text, re.M)}
+        assert places and len(places) <= 5, (notebook.name, sorted(places))

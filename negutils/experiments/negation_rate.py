@@ -36,6 +36,7 @@ from ..methods.lcse_analysis import calibration_set, fit_on_split
 from ..methods.registry import build_scorer, joint_peakpatch_scorer, method_label, scorer_dict
 from ..models.backbone import load_backbone
 from ..models.pretrain import ensure_pretrained, load_pretrained
+from ..report.verdicts import Claim, judge
 from ..session import Session, load_splits
 from ..world.recaption import recaption
 
@@ -187,44 +188,54 @@ def sweep_tables(runs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataF
     return measures, curves, pd.concat(methods, ignore_index=True)
 
 
-def rate_verdicts(measures: pd.DataFrame, methods: pd.DataFrame) -> pd.DataFrame:
-    """A verdict per paper claim from the sweep, by the rule printed beside it (differences in
-    points between the lowest and the highest rate of the sweep)."""
+RATE_CLAIMS = (
+    Claim("scarce negation in pretraining causes negation blindness", "PeakPatch sec. 3.2; KTN Thm. 1; NegationCLIP",
+          "CLIP on VOC MCQ: affirmative {aff:.0f}%, negated {neg:.0f}% (one pretraining rate)",
+          "MCQ negative {mcq_negative_lo:.1f} -> {mcq_negative_hi:.1f}; "
+          "polarity AUC {polarity_lo:.1f} -> {polarity_hi:.1f}",
+          "mcq_negative_hi - mcq_negative_lo >= 5 and polarity_hi - polarity_lo >= 5",
+          "mcq_negative_hi - mcq_negative_lo >= 5 or polarity_hi - polarity_lo >= 5",
+          {"aff": ("NegBench", "Sec. 5 (summary)", "CLIP", "VOC Aff"),
+           "neg": ("NegBench", "Sec. 5 (summary)", "CLIP", "VOC Neg")}),
+    Claim("without negation in pretraining there is no compositional peak to recover",
+          "PeakPatch sec. 3.2; tested by this chapter's rates", "not tested (one pretraining rate)",
+          "LCD peak {lcd_peak_lo:.3f} -> {lcd_peak_hi:.3f}", "lcd_peak_hi - lcd_peak_lo > 0.01"),
+    Claim("post-hoc corrections help less as the negation rate rises", "PeakPatch sec. 3.2 (implied); KTN sec. 3",
+          "not tested (one pretraining rate)", "{gains}", "methods_shrinking == methods_measured",
+          "methods_shrinking > 0"),
+    Claim("PeakPatch's gain tracks the height of the LCD peak", "PeakPatch sec. 3.2-3.3",
+          "not tested (one pretraining rate)", "rho = {peak_gain_rho:.2f} over {n_rates} rates",
+          "peak_gain_rho >= 0.5"),
+    Claim("negation data costs affirmative retrieval", "NegBench alpha ablation (the CLIP/MCQ trade)",
+          "NegFull R@5 {alpha1:.1f} (alpha=1) -> {alpha0:.1f} (alpha=0)", "R@5 {r5_lo:.1f} -> {r5_hi:.1f}",
+          "r5_hi - r5_lo <= -2", None,
+          {"alpha1": ("NegBench", "Table 1 alpha ablation (summary)", "NegFull alpha=1", "COCO R@5"),
+           "alpha0": ("NegBench", "Table 1 alpha ablation (summary)", "NegFull alpha=0", "COCO R@5")}),
+)
 
-    lo, hi = measures.sort_values("rate").iloc[0], measures.sort_values("rate").iloc[-1]
-    rows = []
 
-    def add(claim, source, rule, measured, verdict):
-        rows.append({"claim": claim, "source": source, "rule": rule, "measured": measured, "verdict": verdict})
-
-    neg = 100 * (hi["MCQ negative"] - lo["MCQ negative"])
-    pol = 100 * (hi["polarity AUC"] - lo["polarity AUC"])
-    add("scarce negation in pretraining causes negation blindness", "PeakPatch sec. 3.2; KTN Thm. 1; NegationCLIP",
-        "negative-template MCQ and polarity AUC both rise by >= 5 points from the lowest to the highest rate",
-        f"MCQ negative {100 * lo['MCQ negative']:.1f} -> {100 * hi['MCQ negative']:.1f}; "
-        f"polarity AUC {100 * lo['polarity AUC']:.1f} -> {100 * hi['polarity AUC']:.1f}",
-        "reproduced" if neg >= 5 and pol >= 5 else "partly" if neg >= 5 or pol >= 5 else "not reproduced")
-    rise = hi["LCD peak"] - lo["LCD peak"]
-    add("without negation in pretraining there is no compositional peak to recover", "PeakPatch sec. 3.2; tested by this chapter's rates",
-        "the LCD peak is higher at the highest rate than at the lowest (by > 0.01)",
-        f"LCD peak {lo['LCD peak']:.3f} -> {hi['LCD peak']:.3f}",
-        "reproduced" if rise > 0.01 else "not reproduced")
-    by_rate = methods[methods["method"] != method_label("vanilla")].pivot_table(index="rate", columns="method", values="MCQ gain")
-    shrinking = [m for m in by_rate.columns if by_rate[m].iloc[-1] < by_rate[m].iloc[0]]
-    add("post-hoc corrections help less as the negation rate rises", "PeakPatch sec. 3.2 (implied); KTN sec. 3",
-        "each method's MCQ gain over vanilla is smaller at the highest rate than at the lowest",
-        ", ".join(f"{m} {100 * by_rate[m].iloc[0]:+.1f} -> {100 * by_rate[m].iloc[-1]:+.1f}" for m in by_rate.columns),
-        "reproduced" if len(shrinking) == len(by_rate.columns) else "partly" if shrinking else "not reproduced")
-    peak = measures.set_index("rate")["LCD peak"].reindex(by_rate.index)
+def rate_measures(measures: pd.DataFrame, methods: pd.DataFrame) -> dict:
+    """What ``RATE_CLAIMS`` read, in points, from the lowest (``_lo``) and highest (``_hi``) rate of
+    the sweep. The peak-gain correlation needs three rates and a PeakPatch row (NaN otherwise)."""
+    by_rate = measures.sort_values("rate")
+    lo, hi = by_rate.iloc[0], by_rate.iloc[-1]
+    m = {f"{name}_{end}": 100 * row[column] for name, column in (
+        ("mcq_negative", "MCQ negative"), ("polarity", "polarity AUC"), ("r5", "retrieval R@5"))
+        for end, row in (("lo", lo), ("hi", hi))}
+    m.update(lcd_peak_lo=float(lo["LCD peak"]), lcd_peak_hi=float(hi["LCD peak"]))
+    gains = methods[methods["method"] != method_label("vanilla")].pivot_table(index="rate", columns="method",
+                                                                              values="MCQ gain")
+    m["gains"] = ", ".join(f"{c} {100 * gains[c].iloc[0]:+.1f} -> {100 * gains[c].iloc[-1]:+.1f}" for c in gains.columns)
+    m["methods_measured"] = len(gains.columns)
+    m["methods_shrinking"] = sum(int(gains[c].iloc[-1] < gains[c].iloc[0]) for c in gains.columns)
+    peak = measures.set_index("rate")["LCD peak"].reindex(gains.index)
     joint = method_label("peakpatch_joint")
-    if len(by_rate) >= 3 and joint in by_rate:
-        rho = spearman_rho(peak.to_numpy(), by_rate[joint].to_numpy())
-        add("PeakPatch's gain tracks the height of the LCD peak", "PeakPatch sec. 3.2-3.3",
-            "Spearman rho across rates between the LCD peak and PeakPatch's MCQ gain >= 0.5",
-            f"rho = {rho:.2f} over {len(by_rate)} rates", "reproduced" if rho >= 0.5 else "not reproduced")
-    cost = 100 * (hi["retrieval R@5"] - lo["retrieval R@5"])
-    add("negation data costs affirmative retrieval", "NegBench alpha ablation (the CLIP/MCQ trade)",
-        "affirmative R@5 falls by >= 2 points from the lowest to the highest rate",
-        f"R@5 {100 * lo['retrieval R@5']:.1f} -> {100 * hi['retrieval R@5']:.1f}",
-        "reproduced" if cost <= -2 else "not reproduced")
-    return pd.DataFrame(rows)
+    m["n_rates"] = len(gains)
+    m["peak_gain_rho"] = (spearman_rho(peak.to_numpy(), gains[joint].to_numpy())
+                          if len(gains) >= 3 and joint in gains else float("nan"))
+    return m
+
+
+def rate_verdicts(measures: pd.DataFrame, methods: pd.DataFrame) -> pd.DataFrame:
+    """A verdict per claim from the sweep (``judge``: the rule printed is the one evaluated)."""
+    return judge(RATE_CLAIMS, rate_measures(measures, methods))

@@ -6,7 +6,7 @@ from ..core.results import method_table, write_results
 from .paper_tables import (BOOK_TABLES, NEGFULL, ablation_table, agreement_summary, beside_table,
                            best_negfull, differences, has_results, highlight_differences, load_ours,
                            our_values)
-from .papers import beside_paper, our_numbers, paper_metric, paper_numbers, paper_value
+from .papers import beside_paper, methods_beside_paper, our_numbers, paper_metric, paper_numbers, paper_value
 from .performance import notebook_times, ratio_summary, read_bench
 from .unified import (bootstrap_ci, format_unified, leaders, read_items, record_evaluation, unified_findings,
                       unified_table, write_items)
@@ -18,7 +18,7 @@ __all__ = ["BOOK_TABLES", "Claim", "NEGFULL", "NOT_MEASURED", "NOT_REPRODUCED", 
            "VERDICTS", "judge", "ktn_measures", "lcse_measures", "result_measures", "ablation_table",
            "agreement_summary", "beside_paper", "beside_table", "best_negfull", "bootstrap_ci",
            "collapse_measures", "collapse_verdicts", "differences", "format_unified", "has_results",
-           "highlight_differences", "ktn_verdicts", "method_table", "lcse_verdicts", "leaders", "load_ours",
+           "highlight_differences", "ktn_verdicts", "method_table", "methods_beside_paper", "lcse_verdicts", "leaders", "load_ours",
            "notebook_times", "our_numbers", "our_values", "paper_metric", "paper_numbers", "paper_value",
            "peakpatch_verdicts", "ratio_summary", "read_bench", "read_items", "record_evaluation", "unified_findings",
            "unified_table", "write_items", "write_results"]

@@ -32,6 +32,17 @@ def beside_paper(ours: dict[tuple[str, str], float], label: str = "organism", ta
         columns={"value": "paper value"})
 
 
+def methods_beside_paper(results: pd.DataFrame, pairs: list[tuple[str, str, str]]) -> pd.DataFrame:
+    """For each (our method, paper table, paper row): that row's reported numbers beside the
+    method's own on the same (benchmark, metric), one row per number, in the paper's unit."""
+    frames = []
+    for method, table, row in pairs:
+        ours = our_numbers(results[results["method"] == method])
+        frame = beside_paper(ours, label="ours", table=table, rows=[row]).assign(method=method)
+        frames.append(frame[["method", "table", "row", "benchmark", "metric", "paper value", "ours"]])
+    return pd.concat(frames, ignore_index=True)
+
+
 # (our split, our task) -> the benchmark name the papers' rows use
 BENCHMARK_OF = {("val", "mcq"): "negbench_mcq_coco", ("ood", "mcq"): "negbench_mcq_voc",
                 ("val", "retrieval"): "negbench_retrieval_coco",
