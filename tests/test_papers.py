@@ -59,3 +59,27 @@ def test_beside_paper_keeps_fractions_where_the_paper_prints_fractions():
                           ("collapse", "l_p"): 3})
     shown = dict(zip(table["metric"], table["organism"]))
     assert shown == {"detection_auc": 0.7, "polarity_auc": 40.0, "l_p": 3}
+
+
+def test_paper_metric_finds_one_number_and_refuses_ambiguity():
+    from negutils.report import paper_metric
+
+    assert paper_metric("collapse", "l_p") == 8 and paper_metric("collapse", "l_a") == 6
+    assert paper_metric("collapse", "polarity_auc", row="CLIP") == 11.2
+    with pytest.raises(KeyError, match="rows for benchmark 'collapse' metric 'polarity_auc'.*exactly one"):
+        paper_metric("collapse", "polarity_auc")     # every model of LCSE Table 1 reports one
+
+
+def test_methods_beside_paper_pairs_each_method_with_its_paper_row():
+    from negutils.benchmarks import result_row, results_frame
+    from negutils.report import methods_beside_paper
+
+    results = results_frame([result_row("embedded", split, "m", "p", task, {"method": method, **metrics})
+                             for method, split, task, metrics in (
+                                 ("KTN", "val", "confusion_2c", {"mAP": 0.9}), ("KTN", "val", "mcq", {"accuracy": 0.5}),
+                                 ("KTN", "ood", "mcq", {"accuracy": 0.25}), ("EC", "val", "confusion_2c", {"mAP": 0.7}))])
+    table = methods_beside_paper(results, [("KTN", "Table 1", "KTN (ViT-B/32)"), ("EC", "Table 1", "EC (ViT-B/32)")])
+    ktn = table[table["method"] == "KTN"].set_index("benchmark")
+    assert ktn.loc["coco_confusion_2c", "paper value"] == 82.8 and ktn.loc["coco_confusion_2c", "ours"] == 90.0
+    assert ktn.loc["negbench_mcq_voc", "ours"] == 25.0 and ktn.loc["negbench_mcq_coco", "ours"] == 50.0
+    assert list(table[table["method"] == "EC"]["benchmark"]) == ["coco_confusion_2c"]   # only what EC has
