@@ -3,14 +3,32 @@ and the vanilla scorer must equal plain cosine similarity."""
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from negutils.benchmarks import (ClipScorer, ConfusionConfig, FactorConfig, MCQConfig, build_confusion,
-                                 build_factor, build_mcq, build_retrieval, claims_hold, evaluate_confusion,
-                                 evaluate_mcq, evaluate_pairwise, evaluate_retention, evaluate_retrieval,
-                                 result_row, results_frame)
-from negutils.core import holds
+from negutils.benchmarks import (
+    ClipScorer,
+    ConfusionConfig,
+    FactorConfig,
+    MCQConfig,
+    build_confusion,
+    build_factor,
+    build_mcq,
+    build_retrieval,
+    claims_hold,
+    evaluate_confusion,
+    evaluate_mcq,
+    evaluate_pairwise,
+    evaluate_retention,
+    evaluate_retrieval,
+    result_row,
+    results_frame,
+)
+from negutils.benchmarks.suite import Benchmarks, evaluate_methods
+from negutils.config import Profile
+from negutils.core import holds, method_table, read_results, write_results
+from negutils.core.results import result_value
 from negutils.models import load_backbone
 from negutils.world import WorldConfig, build_world, load_split
 
@@ -37,14 +55,19 @@ def split(tmp_path_factory):
     return load_split(root / "val")
 
 
-def test_oracle_answers_every_mcq(split):
-    mcq = build_mcq(split, MCQConfig(seed=0))
+def oracle_truth(mcq) -> dict:
+    """{caption: whether it holds for an image's objects}, from the claims each MCQ option carries."""
     truth = {}
     for row in mcq.itertuples():
         for k in range(4):
             claims = json.loads(getattr(row, f"caption_{k}_claims"))
             truth[getattr(row, f"caption_{k}")] = lambda o, c=claims: claims_hold(c, o)
-    metrics = evaluate_mcq(OracleScorer(split, truth), mcq, split)
+    return truth
+
+
+def test_oracle_answers_every_mcq(split):
+    mcq = build_mcq(split, MCQConfig(seed=0))
+    metrics = evaluate_mcq(OracleScorer(split, oracle_truth(mcq)), mcq, split)
     assert metrics["accuracy"] == 1.0 and metrics["questions"] == len(mcq)
 
 
@@ -111,18 +134,8 @@ def test_results_have_clip_benchmark_keys_and_the_split_beside_the_dataset():
 
 
 def test_evaluated_rows_carry_the_split_in_its_own_column(split, tmp_path):
-    import pandas as pd
-
-    from negutils.benchmarks import evaluate_methods
-    from negutils.benchmarks.suite import Benchmarks
-    from negutils.core.results import result_value
-
     mcq = build_mcq(split, MCQConfig(seed=0))
-    truth = {}
-    for row in mcq.itertuples():
-        for k in range(4):
-            claims = json.loads(getattr(row, f"caption_{k}_claims"))
-            truth[getattr(row, f"caption_{k}")] = lambda o, c=claims: claims_hold(c, o)
+    truth = oracle_truth(mcq)
     empty = pd.DataFrame(columns=["split"])
     bench = {name: Benchmarks(split=name, root=tmp_path, mcq=questions, retrieval_affirmative=empty,
                               retrieval_negated=empty, confusion_2c=empty, confusion_3c=empty, factor=empty,
@@ -140,12 +153,6 @@ def test_evaluated_rows_carry_the_split_in_its_own_column(split, tmp_path):
 
 
 def test_results_written_with_the_split_in_the_dataset_are_read_in_the_new_shape(tmp_path, monkeypatch):
-    import pandas as pd
-
-    from negutils.config import Profile
-    from negutils.core import read_results, write_results
-    from negutils.core.results import result_value
-
     monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
     prof = Profile(name="test")
     old = pd.DataFrame([{"dataset": "embedded/val", "model": "m", "pretrained": "p", "task": "mcq", "method": "a",
@@ -178,9 +185,6 @@ def test_source_only_retrieval_counts_only_the_source_image(split):
 
 
 def test_method_table_scales_percent_but_not_correlations():
-    import pandas as pd
-
-    from negutils.core import method_table
 
     results = pd.DataFrame([{"dataset": "embedded", "split": "val", "method": "a", "task": "retention", "R@5": 0.5,
                              "rho": 0.9991},

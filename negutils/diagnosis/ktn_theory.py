@@ -102,8 +102,9 @@ def top_k_scores(scorers: dict, gallery_row, split, k: int = 8) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def pick_showcase_gallery(separation: pd.DataFrame, galleries: pd.DataFrame, ec: str = "EC", ktn: str = "KTN"):
-    """The gallery where KTN's AP gains most over EC's (the paper's Fig. 1/3 kind of example)."""
+def pick_showcase_gallery(separation: pd.DataFrame, galleries: pd.DataFrame, ec: str, ktn: str):
+    """The gallery where ``ktn``'s AP gains most over ``ec``'s (method names of ``separation``; the
+    paper's Fig. 1/3 kind of example)."""
     pivot = separation.pivot_table(index="query", columns="method", values="AP")
     query = (pivot[ktn] - pivot[ec]).idxmax()
     return next(g for g in galleries.itertuples() if g.query == query)

@@ -6,8 +6,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..methods.registry import method_label
 
-def plot_unified(long: pd.DataFrame, reference: str = "vanilla", ncols: int = 5):
+
+def plot_unified(long: pd.DataFrame, reference: str = method_label("vanilla"), ncols: int = 5):
     """One panel per benchmark: each method's value with its 95% bootstrap interval, the
     reference method's value dashed. ``long`` is ``report.unified.unified_table``'s frame."""
     benchmarks = list(dict.fromkeys(long["benchmark"]))

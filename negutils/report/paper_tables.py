@@ -97,7 +97,7 @@ def our_values(results: pd.DataFrame, near_ties: pd.DataFrame | None = None, str
     if negfull is not None:
         rows += [(NEGFULL, b, m, v) for method, b, m, v in rows if method == negfull]
     nested = results[(split == "val") & (results["task"] == "factor_nested")].drop_duplicates("method")
-    for method, paper_metric in (("vanilla", "holistic"), ("LCSE", "lcse")):
+    for method, paper_metric in ((method_label("vanilla"), "holistic"), (method_label("lcse"), "lcse")):
         hit = nested[nested["method"] == method]
         if len(hit):
             rows.append((None, "factor_nested", paper_metric, float(hit["accuracy"].iloc[0])))
@@ -124,7 +124,7 @@ def beside_table(paper: str, table: str, ours: dict[str, pd.DataFrame]) -> pd.Da
             continue
         for label, values in ours.items():
             # the analyses are of the vanilla model; their values carry no method
-            analysed = in_analysis and (condition or method == "vanilla")
+            analysed = in_analysis and (condition or method == method_label("vanilla"))
             lookup = values[values["method"].isna()] if analysed else values[values["method"] == method]
             lookup = lookup.set_index(["benchmark", "metric"])["value"]
             cells = {}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import REPO_ROOT, get_profile
+from ..methods.registry import method_label
 
 BENCH_RESULTS = REPO_ROOT / "bench" / "results"
 BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "bench/feature_cache.py",
@@ -43,7 +44,7 @@ def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
                          "samples/s over NegFull's samples/s"))
     latency = read_bench("training_free_overhead", folder)
     for r in latency.to_dict("records"):
-        if r["method"] != "vanilla":
+        if r["method"] != method_label("vanilla"):
             rows.append(("query latency", f"{r['method']} vs holistic, {r['gallery']:,} images", r["x vanilla"],
                          "seconds over holistic cosine's"))
     return pd.DataFrame(rows, columns=["area", "measure", "ratio", "ratio of"])

@@ -15,7 +15,7 @@ from ..config import Profile
 from ..core.cache import atomic_save
 from ..core.results import write_results
 from ..core.stats import bootstrap_interval
-from ..methods.registry import family
+from ..methods.registry import family, method_label
 
 Key = tuple[str, str, str, str, str]  # (method, dataset, split, task, metric)
 
@@ -129,7 +129,7 @@ def paired_difference_ci(a, b, n_boot: int = 1000, level: float = 0.95, seed: in
     return bootstrap_ci(a - b, n_boot=n_boot, level=level, seed=seed)
 
 
-def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, reference: str = "vanilla",
+def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, reference: str = method_label("vanilla"),
             n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Per benchmark, the best method, the methods tied with it (identical value: the same scorer
     on these items), the runner-up, and whether the lead is settled: with ``items``, the paired
@@ -170,7 +170,7 @@ def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, refe
 TRAINED = ("fine-tuned encoder", "trained post-hoc")   # registry families that learn from negation data
 
 
-def unified_findings(long: pd.DataFrame, leads: pd.DataFrame, reference: str = "vanilla") -> list[str]:
+def unified_findings(long: pd.DataFrame, leads: pd.DataFrame, reference: str = method_label("vanilla")) -> list[str]:
     """Chapter 06's reading of the unified table as sentences, every number from ``long`` (the
     unified table) and ``leads`` (``leaders``): the settled leads, the benchmarks where the lead is
     within noise, and the best trained and training-free methods against ``reference`` on MCQ."""

@@ -10,7 +10,7 @@ import torch
 from ...benchmarks.evaluate import image_index, mcq_option_scores
 from ...core.phrasing import NEGATION_CUES, has_negation_cue, with_article
 from ...core.results import result_value
-from ..registry import variant_label
+from ..registry import method_label, variant_label
 from .scorer import PeakPatchScorer
 
 
@@ -127,7 +127,7 @@ def polarity_separation(frame: pd.DataFrame, embed) -> float:
     return float(np.mean(gaps))
 
 
-def near_tie_table(scorers: dict, mcq: pd.DataFrame, split, reference: str = "vanilla", share: float = 0.25
+def near_tie_table(scorers: dict, mcq: pd.DataFrame, split, reference: str = method_label("vanilla"), share: float = 0.25
                    ) -> pd.DataFrame:
     """MCQ accuracy on the full set and on the near-tie subset chosen by ``reference``'s margins
     (PeakPatch App. 0.H, Table 13)."""
@@ -174,7 +174,7 @@ def protocol_findings(by_protocol: pd.DataFrame, deltas: pd.DataFrame, history: 
     history: its negative-template accuracy, the mean Delta s on true negated and true affirmative
     options, where its wrong picks go and at which epoch the held-out NegMCQ peaked; then which
     protocol comes closest to the paper's negative-template accuracy."""
-    frozen = by_protocol.set_index("method").loc["vanilla"]
+    frozen = by_protocol.set_index("method").loc[method_label("vanilla")]
     rows = by_protocol[by_protocol["method"] == variant_label(variant)].set_index("protocol")
     mean = deltas.groupby(["protocol", "negated", "true"])["delta s"].mean()
     lines = []
