@@ -132,15 +132,15 @@ def test_lemma1_summary(split, galleries):
 
 def test_lemma1_summary_on_disagreeing_signs():
     check = pd.DataFrame({"beta_c-(q)": [0.2, 0.3, -0.1, 0.4], "measured gap": [-0.1, 0.2, -0.05, -0.3],
-                          "predicted gap": [-0.2, -0.1, 0.05, -0.4], "beta*_c- (optimum)": [0.01, -0.02, 0.0, np.nan],
+                          "predicted gap": [-0.2, -0.1, 0.05, -0.4], "beta*_c- (optimum)": [0.01, -0.02, 0.0, 0.05],
                           "optimum AP": [0.5, 0.7, 0.9, np.nan], "vanilla AP": [0.4, 0.6, 0.8, 1.0]})
     summary = lemma1_summary(check)
     assert summary["sign agreement"] == 0.5 and summary["share beta_c- > 0"] == 0.75
     assert summary["share measured gap < 0 (confusing above correct)"] == 0.75
     assert summary["corr(measured, predicted)"] == pytest.approx(np.corrcoef([-0.1, 0.2, -0.05, -0.3],
                                                                               [-0.2, -0.1, 0.05, -0.4])[0, 1])
-    assert summary["median beta*_c- (optimum)"] == pytest.approx(0.0)
-    assert summary["share beta*_c- < 0"] == 0.25            # NaN counts as not negative
+    assert summary["median beta*_c- (optimum)"] == pytest.approx(0.005)
+    assert summary["share beta*_c- < 0"] == 0.25
     assert summary["mean optimum AP"] == pytest.approx(0.7) and summary["mean vanilla AP"] == pytest.approx(0.7)
 
 

@@ -3,11 +3,12 @@
 The run writes under a temporary artifacts root (``NEGBOOK_ARTIFACTS``, which the notebook kernels
 inherit), never into the repository's ``artifacts/``; every read below goes through the same root."""
 import ast
-import html
 import json
+import os
 import re
 import time
 from collections import defaultdict
+from html import unescape
 
 import pytest
 
@@ -18,10 +19,13 @@ from negutils.core import read_results
 
 @pytest.fixture(scope="session")
 def smoke_artifacts(tmp_path_factory):
-    """A temporary artifacts root for the whole session, restored afterwards."""
+    """A temporary artifacts root for the whole session, restored afterwards. The notebook kernels
+    inherit the environment; they run in notebooks/, so PYTHONPATH also points them at the negutils
+    these tests import (not at whichever checkout the environment has installed)."""
     root = tmp_path_factory.mktemp("artifacts")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NEGBOOK_ARTIFACTS", str(root))
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
         yield root
 
 
@@ -82,7 +86,7 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
     chapter02 = (out / "_build" / "html" / "chapters" / "02_representational_collapse.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter02)) >= 8
     # the chapter's closing summary counts the verdicts its table wrote
-    counts = re.search(r"Verdicts: (\{[^}]*\})", html.unescape(chapter02))
+    counts = re.search(r"Verdicts: (\{[^}]*\})", unescape(chapter02))
     assert counts, "chapter 02 prints no verdict counts"
     assert ast.literal_eval(counts.group(1)) == smoke_results("02_verdicts")["verdict"].value_counts().to_dict()
     chapter03 = (out / "_build" / "html" / "chapters" / "03_peakpatch.html").read_text()
@@ -188,6 +192,19 @@ def test_written_verdicts_follow_from_the_written_numbers(smoke_book):
 
     verdicts_agree(smoke_results("07_verdicts"), rate_verdicts(smoke_results("07_measures"), smoke_results("07_methods")),
                    at_least=3)
+
+
+@pytest.mark.notebooks
+def test_notebook_kernels_run_this_checkout_under_the_temporary_root(smoke_artifacts, tmp_path):
+    source = tmp_path / "97_where.md"
+    source.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\n---\n\n# Where\n\n"
+                      "```{code-cell} ipython3\n:tags: [parameters]\n\nprofile = 'cpu'\n```\n\n"
+                      "```{code-cell} ipython3\nimport pathlib, negutils\nfrom negutils.config import get_profile\n"
+                      "pathlib.Path('where.txt').write_text(negutils.__file__ + '\\n' + "
+                      "str(get_profile(profile).artifacts_dir()))\n```\n")
+    runner.execute_notebook(source, tmp_path / "out.ipynb", {"profile": "smoke"}, cwd=tmp_path, progress=False)
+    module, artifacts = (tmp_path / "where.txt").read_text().splitlines()
+    assert module == str(REPO_ROOT / "negutils" / "__init__.py") and artifacts == str(smoke_artifacts / "smoke")
 
 
 def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
