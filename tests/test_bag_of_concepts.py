@@ -117,10 +117,39 @@ def test_negation_direction_is_shared_and_correct_in_polarity(world):
     assert summary["pairwise cosine"] > summary["random pairwise cosine"] + 0.3
 
 
-def test_null_alignment_reports_a_percentile(world):
-    presence, images = world
-    null = boc.null_alignment(bag_encoder(negation_weight=1.0), images, presence, CATEGORIES, n_directions=20)
-    assert len(null) == len(CATEGORIES) and null["percentile"].between(0, 1).all()
+def absence_world(presence, sign):
+    """Images carry an "X is absent" axis per concept beside the concept axes (and 30 axes of noise
+    no caption uses), and "no X" embeds as t_X + sign * (absent-X axis): its residual off t_X reads
+    absence exactly (sign +1) or presence (-1)."""
+    C, noise = len(CATEGORIES), 30
+    images = F.normalize(torch.cat([torch.as_tensor(presence, dtype=torch.float32),
+                                    torch.as_tensor(~presence, dtype=torch.float32),
+                                    torch.randn(len(presence), noise, generator=torch.Generator().manual_seed(0))],
+                                   dim=1), dim=-1)
+
+    def encode(captions):
+        out = torch.zeros(len(captions), 2 * C + noise)
+        for row, caption in enumerate(captions):
+            words = caption.lower().replace(".", "").split()
+            k = next(CATEGORIES.index(w) for w in words if w in CATEGORIES)
+            out[row, k] = 1.0
+            if {"no", "not"} & set(words):
+                out[row, C + k] = sign
+        return F.normalize(out, dim=-1)
+    return encode, images
+
+
+@pytest.mark.parametrize("sign, alignment, percentile", [(1.0, 1.0, 1.0), (-1.0, 0.0, 0.0)])
+def test_null_alignment_ranks_a_residual_against_random_directions(world, sign, alignment, percentile):
+    presence, _ = world
+    encode, images = absence_world(presence, sign)
+    null = boc.null_alignment(encode, images, presence, CATEGORIES, n_directions=50)
+    assert null["concept"].tolist() == CATEGORIES
+    # the residual separates images without X perfectly (or inverts them); random directions orthogonal
+    # to t_X mostly read noise, so the residual sits at the top (bottom) of the null
+    assert (null["alignment"] == alignment).all() and (null["percentile"] == percentile).all()
+    assert ((null["null mean"] - 0.5).abs() < 0.15).all()
+    assert (np.sign(null["z"]) == sign).all() and (null["z"].abs() > 3).all()
 
 
 def test_concept_embeddings_are_unit_norm():

@@ -229,8 +229,24 @@ def test_attention_and_embedding_maps_on_the_tiny_backbone(trained_setup):
     backbone = trained_setup[0]
     torch.manual_seed(0)
     scorer = PeakPatchScorer(backbone, PeakPatch(64, 64, "joint").eval(), 6, 3)
-    attention = attention_by_token_type(scorer, ["a photo with no cat", "a star without a cup"])
-    assert list(attention["head"]) == list(range(8)) and (attention[["negation", "content"]] > 0).all().all()
+    captions = ["no cat and no dog", "a red star without a cup or a kite"]   # two cues, then one
+    batch = scorer.text_batch(captions)
+    lengths = batch["mask"].sum(dim=1)
+    assert lengths[0] != lengths[1]                      # one caption is padded in the batch
+    # each head's softmax over the caption's own tokens: it sums to 1 and leaves padding at 0
+    _, weights = scorer.model.ecn.attend(batch["tokens"], batch["mask"], need_weights=True)
+    assert torch.allclose(weights.sum(dim=-1), torch.ones(2, 8, 1), atol=1e-6)
+    assert (weights[0, :, 0, int(lengths[0]):] == 0).all() and (weights[0, :, 0, :int(lengths[0])] > 0).all()
+    # a zero query makes every logit equal: each head spreads 1/n over a caption's n tokens, so the mean
+    # weight on negation cues equals that on content words, 1/n per caption, whatever the heads learned
+    with torch.no_grad():
+        scorer.model.ecn.query.zero_()
+        scorer.model.ecn.attention.in_proj_bias[:64].zero_()
+    attention = attention_by_token_type(scorer, captions)
+    assert list(attention["head"]) == list(range(8))
+    uniform = float((1.0 / lengths.double()).mean())
+    assert np.allclose(attention["negation"], uniform) and np.allclose(attention["content"], uniform)
+    assert np.allclose(attention["ratio"], 1.0)
     frame = embedding_map(backbone.encode_text, ["cat", "star", "cup"])
     assert len(frame) == 30 and set(frame["polarity"]) == {"affirmative", "negated"}
     # an embedder that ignores negation entirely puts negated captions exactly on the affirmative ones
