@@ -102,3 +102,10 @@ def test_factor_oracle_parses_are_recovered(tiny_world):
     assert len(pairs) >= 20
     for caption, oracle in pairs:
         assert parses[caption].parsed and canonical(parses[caption].parse) == canonical(json.loads(oracle)), caption
+
+
+def test_the_parsers_cues_are_the_one_cue_list_by_role():
+    from negutils.core.phrasing import NEGATION_CUES
+    from negutils.methods.parsing import PREDICATE_CUES, PREFIX_CUES
+
+    assert (PREFIX_CUES | PREDICATE_CUES) - {"nowhere"} <= set(NEGATION_CUES)

@@ -6,7 +6,7 @@ stream of *items* (concept phrases, negation cues, connectives), and a small gra
 items into two views:
 
 * :func:`parse_ktn` (KTN App. B.3): a token is a negation cue by dependency ``neg`` or by lemma
-  in :data:`NEG_CUES`; the head noun of the cue's scope is c-; the other noun phrases form C+; the
+  in :data:`PREFIX_CUES` / :data:`PREDICATE_CUES`; the head noun of the cue's scope is c-; the other noun phrases form C+; the
   negation-stripped text drops the cue and its scope.
 * :func:`parse_lcse` (LCSE sec. 4.1, Table 7): concepts with ``negated`` flags, an operator
   (SINGLE, AND, OR, NONE) and, for "either A and B, or C", a tree of children (the format of
@@ -42,8 +42,9 @@ import pandas as pd
 
 from ..core.logic import literals
 
-# KTN App. B.3, plus "lacking" and "nor" which FACTOR-Bench's templates use.
-NEG_CUES = ("no", "not", "without", "nothing", "nowhere", "none", "never", "absent", "missing", "free of")
+# The negation cues of core.phrasing.NEGATION_CUES by grammatical role (KTN App. B.3, plus "lacking"
+# and "nor" which FACTOR-Bench's templates use), and "nowhere", which only ever follows its concept
+# ("the cup is nowhere to be seen"). "free of" is a phrase (PHRASES).
 PREFIX_CUES = {"no", "not", "n't", "without", "lacking", "never", "none", "nothing", "neither"}
 PREDICATE_CUES = {"missing", "absent", "lacking", "nowhere"}
 FRAME_NOUNS = {"image", "picture", "photo", "photograph", "scene", "shot", "snapshot", "view", "case"}
