@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) bench/feature_cache.py
 	$(PY) bench/training_free_overhead.py
 	$(PY) bench/peakpatch_training.py
+	$(PY) bench/organism_probe.py
 
 clean:
 	rm -rf artifacts book/_build

@@ -43,3 +43,17 @@ def test_ensure_pretrained_reuses_the_cache_and_rekeys_on_change(tiny_world, tin
     summary = json.loads((first.checkpoint.parent / "summary.json").read_text())
     assert summary["config"]["model_name"] == "negbook-tiny"
     assert load_backbone(checkpoint=first.checkpoint).report.n_tensors_loaded > 0
+
+
+def test_the_resnet_candidate_loads_taps_and_trains(tmp_path):
+    # bench/organism_probe.py's conv image tower (open_clip's ModifiedResNet) beside the same 12-layer text tower
+    world = build_world(WorldConfig(pretrain=16, negtrain=1, val=4, ood=1, captions_per_image=1), tmp_path / "w",
+                        progress=False)
+    split = load_split(world / "pretrain")
+    fresh = load_backbone("negbook-organism-rn")
+    assert fresh.n_layers == 12 and fresh.encode_images(split.images([0, 1])).shape == (2, fresh.embed_dim)
+    cfg = PretrainConfig(model_name="negbook-organism-rn", samples=3 * 16, batch_size=16, lr=1e-3, evaluations=0)
+    result = pretrain(split, cfg, tmp_path / "rn.pt", progress=False)
+    trained = load_backbone("negbook-organism-rn", checkpoint=str(result.checkpoint))
+    assert not torch.equal(trained.model.visual.conv1.weight, fresh.model.visual.conv1.weight)
+    assert len(result.history) == 3 and result.history["loss"].notna().all()
