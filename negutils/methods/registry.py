@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from ..benchmarks.evaluate import ClipScorer
 from ..diagnosis.collapse import load_layer_choice
@@ -29,54 +30,29 @@ class Method:
     name: str                      # the ``method`` column of every results table
     family: str                    # one of FAMILIES
     paper: str
-    build: Callable[..., object]   # build(*ingredients, name=...) -> a scorer
+    build: Callable[..., object]   # build(*ingredients, name=..., **options) -> a scorer
 
 
-def _clip(backbone, *, name, flip_average: bool = False):
-    return ClipScorer(backbone, name=name, flip_average=flip_average)
-
-
-def _peakpatch(backbone, model, l_p: int, l_a: int, *, name, **kwargs):
-    return PeakPatchScorer(backbone, model, l_p, l_a, name=name, **kwargs)
-
-
-def _ec(variant: str):
-    def build(image_scorer, encode, *, name):
-        return EmbeddingCorrectionScorer(image_scorer, encode, name=name, variant=variant)
-    return build
-
-
-def _ktn(rejection: bool):
-    def build(image_scorer, encode, vocabulary, *, name, **kwargs):
-        return KtnScorer(image_scorer, encode, vocabulary, name=name, rejection=rejection, **kwargs)
-    return build
-
-
-def _holistic(image_scorer, encode, *, name):
-    return HolisticScorer(image_scorer, encode, name=name)
-
-
-def _lcse(image_scorer, encode, calibration, *, name, **kwargs):
-    return LcseScorer(image_scorer, encode, calibration, name=name, **kwargs)
-
-
+# Every scorer class takes its ingredients positionally and ``name=``; the two readings of EC and
+# the two KTNs differ by one fixed keyword.
 _METHODS = (
-    Method("vanilla", "vanilla", "frozen", "CLIP", _clip),
-    Method("negfull", "NegFull", "fine-tuned encoder", "NegBench", _clip),
-    Method("peakpatch_joint", "PeakPatch (joint)", "trained post-hoc", "PeakPatch", _peakpatch),
-    Method("ecn_only", "ECN only", "trained post-hoc", "PeakPatch", _peakpatch),
-    Method("scn_only", "SCN only", "trained post-hoc", "PeakPatch", _peakpatch),
-    Method("no_anchor", "w/o anchor", "trained post-hoc", "PeakPatch", _peakpatch),
-    Method("detached", "Detached SCN", "trained post-hoc", "PeakPatch", _peakpatch),
-    Method("ec", "EC", "training-free", "KTN", _ec("formula")),
-    Method("ec_direction", "EC (direction)", "training-free", "KTN", _ec("direction")),
-    Method("ktn_projection", "KTN (projection only)", "training-free", "KTN", _ktn(rejection=False)),
-    Method("ktn", "KTN", "training-free", "KTN", _ktn(rejection=True)),
-    Method("lcse", "LCSE", "training-free", "LCSE", _lcse),
-    Method("lcse_parser", "LCSE (parser only)", "training-free", "LCSE", _lcse),
-    Method("peakpatch_ecn", "PeakPatch ECN", "stacked", "PeakPatch", _holistic),
-    Method("ktn_on_peakpatch", "KTN on PeakPatch ECN", "stacked", "KTN", _ktn(rejection=True)),
-    Method("lcse_on_peakpatch", "LCSE on PeakPatch ECN", "stacked", "LCSE", _lcse),
+    Method("vanilla", "vanilla", "frozen", "CLIP", ClipScorer),
+    Method("negfull", "NegFull", "fine-tuned encoder", "NegBench", ClipScorer),
+    Method("peakpatch_joint", "PeakPatch (joint)", "trained post-hoc", "PeakPatch", PeakPatchScorer),
+    Method("ecn_only", "ECN only", "trained post-hoc", "PeakPatch", PeakPatchScorer),
+    Method("scn_only", "SCN only", "trained post-hoc", "PeakPatch", PeakPatchScorer),
+    Method("no_anchor", "w/o anchor", "trained post-hoc", "PeakPatch", PeakPatchScorer),
+    Method("detached", "Detached SCN", "trained post-hoc", "PeakPatch", PeakPatchScorer),
+    Method("ec", "EC", "training-free", "KTN", partial(EmbeddingCorrectionScorer, variant="formula")),
+    Method("ec_direction", "EC (direction)", "training-free", "KTN",
+           partial(EmbeddingCorrectionScorer, variant="direction")),
+    Method("ktn_projection", "KTN (projection only)", "training-free", "KTN", partial(KtnScorer, rejection=False)),
+    Method("ktn", "KTN", "training-free", "KTN", partial(KtnScorer, rejection=True)),
+    Method("lcse", "LCSE", "training-free", "LCSE", LcseScorer),
+    Method("lcse_parser", "LCSE (parser only)", "training-free", "LCSE", LcseScorer),
+    Method("peakpatch_ecn", "PeakPatch ECN", "stacked", "PeakPatch", HolisticScorer),
+    Method("ktn_on_peakpatch", "KTN on PeakPatch ECN", "stacked", "KTN", partial(KtnScorer, rejection=True)),
+    Method("lcse_on_peakpatch", "LCSE on PeakPatch ECN", "stacked", "LCSE", LcseScorer),
 )
 METHODS: dict[str, Method] = {m.id: m for m in _METHODS}
 # PeakPatch's training variants (``PeakPatchSettings.variants``) -> registered ids

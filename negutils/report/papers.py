@@ -3,6 +3,7 @@ of the line it was read from (``negutils/report/data/paper_numbers.csv``). ``uni
 prints the value: percent, fraction (AUCs, correlations, cosines), layer (a 1-based index) or z."""
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -10,8 +11,14 @@ import pandas as pd
 PAPER_NUMBERS = Path(__file__).parent / "data" / "paper_numbers.csv"
 
 
+@cache
+def _read_paper_numbers() -> pd.DataFrame:
+    # a verdict table looks up dozens of numbers: the file is read once per process
+    return pd.read_csv(PAPER_NUMBERS, dtype={"value": float})
+
+
 def paper_numbers(benchmark: str | None = None) -> pd.DataFrame:
-    frame = pd.read_csv(PAPER_NUMBERS, dtype={"value": float})
+    frame = _read_paper_numbers().copy()
     return frame if benchmark is None else frame[frame["benchmark"] == benchmark].reset_index(drop=True)
 
 

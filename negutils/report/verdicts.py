@@ -410,9 +410,6 @@ def lcse_measures(results: pd.DataFrame, strata: pd.DataFrame, ablation: pd.Data
         m[f"anti_{name}"] = float(np.mean([m[f"factor_{op}_{name}"] for op in ("not", "neither", "but_not")]))
     populated = strata[(strata["n"] > 0) & (strata["min concept AUC"] != "Overall")]
     gains = dict(zip(populated["min concept AUC"], populated["gain"]))
-    retention = {name: result_measures(results, {name: label}, {"r5": ("retention", "R@5", "val"),
-                                                               "rho": ("retention", "rho", "val")}, percent=False)
-                 for name, label in labels.items()}
     return {**m, "strata_gains": ", ".join(f"{k}: {g:+.1f}" for k, g in gains.items()),
             "strata_all_positive": bool((populated["gain"] > 0).all()),
             "strata_high_gains_most": bool(len(populated) > 1 and populated["gain"].iloc[0] == populated["gain"].max()),
@@ -420,9 +417,9 @@ def lcse_measures(results: pd.DataFrame, strata: pd.DataFrame, ablation: pd.Data
             "not_spread_beta": float(np.ptp(ablation.query("param == 'beta'")["NOT"])),
             "mu": float(mu), "median_present_similarity": float(median_present_similarity),
             "factor_oracle": float(factor_oracle), "factor_parser": float(factor_parser),
-            "retention_r5": 100 * retention["lcse"]["r5_lcse"],
-            "retention_r5_holistic": 100 * retention["vanilla"]["r5_vanilla"],
-            "retention_rho": retention["lcse"]["rho_lcse"]}
+            "retention_r5": 100 * result_value(results, labels["lcse"], "retention", "R@5"),
+            "retention_r5_holistic": 100 * result_value(results, labels["vanilla"], "retention", "R@5"),
+            "retention_rho": result_value(results, labels["lcse"], "retention", "rho")}
 
 
 def lcse_verdicts(measures: Mapping) -> pd.DataFrame:
