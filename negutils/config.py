@@ -113,7 +113,7 @@ PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke",
         world=WorldConfig(pretrain=768, negtrain=128, val=128, ood=64),
-        pretrain=PretrainConfig(model_name="negbook-tiny", samples=24 * 128, batch_size=128,
+        pretrain=PretrainConfig(model_name="negbook-tiny-rn", samples=24 * 128, batch_size=128,
                                 lr=1e-3, evaluations=2, eval_images=128),
         benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=3, m_max=10),
                                    factor=FactorConfig(operator_samples=20, equivalence_samples=(
@@ -136,7 +136,9 @@ PROFILES: dict[str, Profile] = {
     "cpu": Profile(
         name="cpu",
         world=WorldConfig(pretrain=30_000, negtrain=8_000, val=2_000, ood=1_000),
-        pretrain=PretrainConfig(model_name="negbook-organism", samples=440 * 128, batch_size=128),
+        # the tower bench/organism_probe.py chose (organism_probe_grammar_10min.csv): a ModifiedResNet image tower
+        # and a 12-layer, width-128 text tower; 880 steps are about 10 minutes at its 185 samples/s on 2 cores
+        pretrain=PretrainConfig(model_name="negbook-organism-rn-t128", samples=880 * 128, batch_size=128),
         # 2,000 images instead of COCO's 5,000: M_min=10 leaves only 2 triples for 3C, so 5. FACTOR's
         # operator split keeps LCSE Table 3's counts (so "All" weights operators alike); 23 concepts
         # instead of COCO's 79 need caps of 15 per pair (NOT: 300 / 23 per concept) and 25 per concept
@@ -148,7 +150,7 @@ PROFILES: dict[str, Profile] = {
                                     sweep_l_a=(1, 2, 4), sweep_epochs=5, sweep_images=2000, negfull_images=1280,
                                     negfull_lr=5e-5, negfull_batch_size=128, negfull_alpha_protocols=("negbench",)),
         # the pilot: three rates at a third of the organism's budget; full_sweep=True runs all six at full budget
-        negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.01, 0.05), pilot_samples=150 * 128),
+        negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.01, 0.05), pilot_samples=293 * 128),
         description="the default book: the organism pretrained for about 10 minutes on 2 CPU cores",
     ),
     "gpu": Profile(

@@ -195,3 +195,39 @@ def test_against_untrained_is_the_per_layer_ratio():
     assert list(table["probe untrained"]) == [1.0, 1.0, 1.0]
     with pytest.raises(ValueError, match="differ in depth"):
         against_untrained(_analysis(np.array([0.2, 0.1]), [0.9, 0.8]), _analysis(np.array([0.4, 0.2, 0.2]), [1, 1, 1]))
+
+
+def test_lcd_by_structure_finds_the_peak_per_structure_and_matches_the_whole_set_analysis():
+    from negutils.diagnosis.collapse import lcd_by_structure, peak_with_rising_alignment
+
+    diag = fake_diagnostic(60)
+    diag["structure"] = ["list"] * 40 + ["relation"] * 15 + ["count"] * 5
+    images = torch.stack([FakeLayeredEncoder.content(c) for c in diag["affirmative"]])
+    curves, summary = lcd_by_structure(FakeLayeredEncoder(), diag, images, n_boot=50, min_rows=10)
+    assert list(summary["structure"]) == ["list", "relation"]             # count: 5 rows < min_rows
+    assert list(summary["pairs"]) == [40, 15] and list(summary["peak layer"]) == [5, 5]
+    assert summary["interior peak with rising A"].all()
+    # one structure holding every row reproduces lcd_analysis's curves exactly
+    whole, _ = lcd_by_structure(FakeLayeredEncoder(), diag.assign(structure="list"), images, n_boot=50)
+    lcd = lcd_analysis(FakeLayeredEncoder(), diag, images, n_boot=50)
+    for quantity, condition in (("D_LCD", "negated"), ("A", "affirmative")):
+        mine = whole[whole["quantity"] == quantity]["mean"].to_numpy()
+        np.testing.assert_allclose(mine, lcd.curve(condition, quantity)["mean"].to_numpy())
+    assert peak_with_rising_alignment(lcd.curve("negated"), lcd.curve("affirmative", "A"))
+    assert not peak_with_rising_alignment(lcd.curve("affirmative", "A"), lcd.curve("affirmative", "A"))
+    with pytest.raises(ValueError, match="no caption structure has 100"):
+        lcd_by_structure(FakeLayeredEncoder(), diag, images, n_boot=10, min_rows=100)
+    with pytest.raises(KeyError, match="structure"):
+        lcd_by_structure(FakeLayeredEncoder(), diag.drop(columns="structure"), images)
+
+
+def test_the_diagnostic_set_records_the_structure_of_its_affirmative_caption(tiny_world):
+    from negutils.world import load_split
+    from negutils.world.grammar import STRUCTURES
+
+    val = load_split(tiny_world / "val")
+    diag = build_diagnostic_set(val, 30, seed=0)
+    assert set(diag["structure"]) <= set(STRUCTURES) and diag["structure"].nunique() >= 2
+    for row in diag.itertuples():
+        recorded = {c["caption"]: c["structure"] for c in val.captions[row.image_index]}
+        assert recorded[row.affirmative] == row.structure

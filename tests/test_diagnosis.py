@@ -114,3 +114,21 @@ def test_negation_cosines_follow_the_templates():
     # cat! . not cat = 0; dog! . not dog = 1/sqrt(2); cat! . dog! = 1/sqrt(2)
     assert frame["pair"].tolist() == ["a X vs no X", "a X vs no X", "a X vs a Y"]
     assert np.allclose(frame["cosine"], [0.0, 1 / np.sqrt(2), 1 / np.sqrt(2)])
+
+
+def test_organism_targets_judge_each_measure_and_convergence():
+    from negutils.diagnosis import organism_targets
+
+    recognition = {"mean detection AUC": 0.86, "zero-shot accuracy": 0.79}
+    curve = pd.DataFrame({"samples": [0, 100, 200], "t2i_R@5": [0.01, 0.40, 0.405]})
+    table = organism_targets(recognition, {"t2i_R@5": 0.45}, curve).set_index("measure")
+    assert table.loc["mean detection AUC", "met"] and not table.loc["zero-shot accuracy", "met"]
+    assert table.loc["t2i_R@5", "met"]                                # the bound is inclusive
+    converged = table.loc["held-out R@5 change, last two evaluations"]
+    assert converged["value"] == pytest.approx(0.005) and converged["met"]
+    rising = organism_targets(recognition, {"t2i_R@5": 0.3}, curve.assign(**{"t2i_R@5": [0.0, 0.2, 0.3]}))
+    assert not rising.set_index("measure").loc["held-out R@5 change, last two evaluations", "met"]
+    loaded = organism_targets(recognition, {"t2i_R@5": 0.3}, None).iloc[-1]
+    assert np.isnan(loaded["value"]) and loaded["met"] is None         # a loaded checkpoint: not measured
+    with pytest.raises(KeyError, match="t2i_R@5"):
+        organism_targets(recognition, {}, curve)

@@ -2,8 +2,10 @@ import dataclasses
 import json
 
 import pandas as pd
+import pytest
 import torch
 
+from negutils.config import get_profile
 from negutils.models import PretrainConfig, ensure_pretrained, load_backbone, pretrain
 from negutils.world import WorldConfig, build_world, load_split
 
@@ -16,7 +18,7 @@ def test_pretraining_is_deterministic_and_moves_the_weights(tiny_world, tiny_pre
     sb = torch.load(b.checkpoint, weights_only=True)["state_dict"]
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
     assert a.history["loss"].tolist() == b.history["loss"].tolist()
-    untrained = load_backbone("negbook-tiny", seed=tiny_pretrain_config.seed).model.state_dict()
+    untrained = load_backbone(tiny_pretrain_config.model_name, seed=tiny_pretrain_config.seed).model.state_dict()
     assert not torch.equal(sa["ln_final.weight"], untrained["ln_final.weight"])
 
 
@@ -41,19 +43,26 @@ def test_ensure_pretrained_reuses_the_cache_and_rekeys_on_change(tiny_world, tin
     other = ensure_pretrained(tiny_world, dataclasses.replace(tiny_pretrain_config, seed=1), tmp_path, progress=False)
     assert other.checkpoint.parent != first.checkpoint.parent
     summary = json.loads((first.checkpoint.parent / "summary.json").read_text())
-    assert summary["config"]["model_name"] == "negbook-tiny"
+    assert summary["config"]["model_name"] == tiny_pretrain_config.model_name
     assert load_backbone(checkpoint=first.checkpoint).report.n_tensors_loaded > 0
 
 
-def test_the_resnet_candidate_loads_taps_and_trains(tmp_path):
-    # bench/organism_probe.py's conv image tower (open_clip's ModifiedResNet) beside the same 12-layer text tower
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_the_profiles_resnet_organism_loads_taps_and_trains(tmp_path, profile):
+    # the conv image tower bench/organism_probe.py chose (open_clip's ModifiedResNet) beside a 12-layer text tower
+    from open_clip.modified_resnet import ModifiedResNet
+
+    model_name = get_profile(profile).pretrain.model_name
     world = build_world(WorldConfig(pretrain=16, negtrain=1, val=4, ood=1, captions_per_image=1), tmp_path / "w",
                         progress=False)
     split = load_split(world / "pretrain")
-    fresh = load_backbone("negbook-organism-rn")
+    fresh = load_backbone(model_name)
+    assert isinstance(fresh.model.visual, ModifiedResNet)
     assert fresh.n_layers == 12 and fresh.encode_images(split.images([0, 1])).shape == (2, fresh.embed_dim)
-    cfg = PretrainConfig(model_name="negbook-organism-rn", samples=3 * 16, batch_size=16, lr=1e-3, evaluations=0)
+    taps = fresh.encode_text_layers(["a small red star to the left of a moon"]).eos
+    assert taps.shape == (12, 1, fresh.embed_dim)
+    cfg = PretrainConfig(model_name=model_name, samples=3 * 16, batch_size=16, lr=1e-3, evaluations=0)
     result = pretrain(split, cfg, tmp_path / "rn.pt", progress=False)
-    trained = load_backbone("negbook-organism-rn", checkpoint=str(result.checkpoint))
+    trained = load_backbone(model_name, checkpoint=str(result.checkpoint))
     assert not torch.equal(trained.model.visual.conv1.weight, fresh.model.visual.conv1.weight)
     assert len(result.history) == 3 and result.history["loss"].notna().all()

@@ -4,17 +4,18 @@ LCSE's bag-of-concepts analyses, KTN's dilution and theory checks, recognition a
 The names chapters use, importable from here; everything else from its module."""
 from .blindness import negation_cosines
 from .collapse import (LcdAnalysis, against_untrained, bootstrap_layer_means, curve_shape,
-                       divergence_per_item, lcd_analysis, load_layer_choice, probe_accuracy, select_layers)
+                       divergence_per_item, lcd_analysis, lcd_by_structure, load_layer_choice,
+                       peak_with_rising_alignment, probe_accuracy, select_layers)
 from .concepts import ConceptBank, KTN_TEMPLATES, concept_embeddings
 from .diagnostic import build_diagnostic_set, reword
 from .dilution import dilution_summary, text_coefficients
 from .ktn_theory import (lemma1_check, lemma1_summary, pick_showcase_gallery, pool_weight_sweep,
                          score_separation, top_k_scores)
-from .recognition import object_recognition
+from .recognition import ORGANISM_TARGETS, object_recognition, organism_targets
 
 __all__ = ["ConceptBank", "KTN_TEMPLATES", "LcdAnalysis", "against_untrained", "bootstrap_layer_means",
-           "build_diagnostic_set", "concept_embeddings", "curve_shape", "dilution_summary",
-           "divergence_per_item", "lcd_analysis", "lemma1_check", "lemma1_summary", "load_layer_choice",
-           "negation_cosines", "object_recognition", "pick_showcase_gallery", "pool_weight_sweep",
-           "probe_accuracy", "reword", "score_separation", "select_layers", "text_coefficients",
-           "top_k_scores"]
+           "ORGANISM_TARGETS", "build_diagnostic_set", "concept_embeddings", "curve_shape", "dilution_summary",
+           "divergence_per_item", "lcd_analysis", "lemma1_check", "lemma1_summary", "lcd_by_structure",
+           "load_layer_choice", "negation_cosines", "object_recognition", "organism_targets",
+           "peak_with_rising_alignment", "pick_showcase_gallery", "pool_weight_sweep", "probe_accuracy", "reword",
+           "score_separation", "select_layers", "text_coefficients", "top_k_scores"]

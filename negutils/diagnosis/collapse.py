@@ -186,6 +186,45 @@ def lcd_analysis(encoder, diagnostic: pd.DataFrame, image_features: torch.Tensor
     return LcdAnalysis(curves, choice, probe)
 
 
+def peak_with_rising_alignment(d_lcd: pd.DataFrame, alignment: pd.DataFrame) -> bool:
+    """PeakPatch's Fig. 2 shape: D_LCD has an interior maximum above both ends ('rise-and-fall')
+    while the caption's alignment with its image A(l) rises with depth."""
+    return curve_shape(d_lcd) == "rise-and-fall" and curve_shape(alignment) != "flat/falling"
+
+
+def lcd_by_structure(encoder, diagnostic: pd.DataFrame, image_features: torch.Tensor, n_boot: int = 1000,
+                     seed: int = 0, min_rows: int = 30, batch_size: int = 256) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """D_LCD (T+ against T-) and A(l) per layer for each grammatical structure of T+ (the
+    diagnostic set's ``structure`` column: list, attributes, relation, count, relative clause),
+    skipping structures with fewer than ``min_rows`` rows. Returns (curves: structure, quantity,
+    layer, mean, lo, hi; summary: one row per structure with its peak layer, both shapes and
+    whether PeakPatch's shape appeared)."""
+    if "structure" not in diagnostic.columns:
+        raise KeyError("diagnostic set lacks the 'structure' column; build it with build_diagnostic_set "
+                       "from a split whose captions record their structure")
+    if len(image_features) != len(diagnostic):
+        raise ValueError(f"{len(image_features)} image features for {len(diagnostic)} diagnostic rows")
+    affirmative = layer_embeddings(encoder, diagnostic["affirmative"].tolist(), batch_size)
+    negated = layer_embeddings(encoder, diagnostic["negated"].tolist(), batch_size)
+    divergence = divergence_per_item(affirmative, negated)
+    alignment = alignment_per_item(affirmative, image_features.float())
+    curves, summary = [], []
+    for structure, rows in diagnostic.groupby("structure", sort=False).indices.items():
+        if len(rows) < min_rows:
+            continue
+        d = bootstrap_layer_means(divergence[:, rows], n_boot, seed=seed)
+        a = bootstrap_layer_means(alignment[:, rows], n_boot, seed=seed)
+        curves += [d.assign(structure=structure, quantity="D_LCD"), a.assign(structure=structure, quantity="A")]
+        summary.append({"structure": structure, "pairs": len(rows), "peak layer": int(d["mean"].idxmax()) + 1,
+                        "D_LCD shape": curve_shape(d), "A shape": curve_shape(a),
+                        "interior peak with rising A": peak_with_rising_alignment(d, a)})
+    if not summary:
+        raise ValueError(f"no caption structure has {min_rows} diagnostic rows; "
+                         f"counts: {diagnostic['structure'].value_counts().to_dict()}")
+    curves = pd.concat(curves, ignore_index=True)[["structure", "quantity", "layer", "mean", "lo", "hi"]]
+    return curves, pd.DataFrame(summary)
+
+
 def load_layer_choice(profile) -> LayerChoice:
     """The (l_a, l_p) chapter 02 selected for ``profile`` (a :class:`~negutils.config.Profile`),
     read from ``results/02_layer_selection.csv``: how later chapters get their layers."""

@@ -8,6 +8,9 @@ One row per image: its affirmative caption T+ and three partners,
   cup"), so (affirmed, negated) is a minimal pair that differs only in the negation word;
 * ``paraphrase``: T+ reworded with synonyms, meaning unchanged (the control that should stay low);
 * ``random``: the affirmative caption of another image (the control that should rise).
+
+``structure`` names T+'s grammatical structure where the world recorded one (list, attributes,
+relation, count, relative clause), so D_LCD can be compared across them.
 """
 from __future__ import annotations
 
@@ -69,15 +72,18 @@ def build_diagnostic_set(split: CocoSplit, n: int = 1000, seed: int = 0) -> pd.D
     rows = []
     for i in rng.permutation(len(split)):
         i = int(i)
-        affirmative = next((c["caption"] for c in split.captions[i] if not has_negation_cue(c["caption"])), None)
+        first = next((c for c in split.captions[i] if not has_negation_cue(c["caption"])), None)
         absent = split.absent_categories(i)
-        if affirmative is None or not absent:
+        if first is None or not absent:
             continue
+        affirmative = first["caption"]
         pair = negation_pair(affirmative, absent[int(rng.integers(len(absent)))], rng)
         if pair is None:
             continue
         rows.append({"image_index": i, "image_id": split.image_ids[i], "affirmative": affirmative,
-                     "negated": pair[0], "affirmed": pair[1], "paraphrase": reword(affirmative)})
+                     "negated": pair[0], "affirmed": pair[1], "paraphrase": reword(affirmative),
+                     # the world's captions record their grammar (world.grammar); real captions do not
+                     "structure": first.get("structure", "unrecorded")})
         if len(rows) == n:
             break
     if len(rows) < 2:

@@ -39,3 +39,28 @@ def object_recognition(backbone: Backbone, split: CocoSplit, template: str = "Th
                "zero-shot accuracy": float((predicted == truth).mean()) if len(single) else float("nan"),
                "one-object images": int(len(single)), "chance accuracy": 1.0 / len(categories)}
     return table, summary
+
+
+# What an organism standing in for CLIP ViT-B/32 should reach on `val` (LCSE sec. 3 reports
+# detection AUC 0.88 for ViT-B/32); R@5 over the whole split's gallery; held-out R@5 changing by
+# at most one point between the last two pretraining evaluations counts as converged.
+ORGANISM_TARGETS: dict[str, float] = {"mean detection AUC": 0.85, "zero-shot accuracy": 0.80, "t2i_R@5": 0.45}
+CONVERGED_R5_CHANGE = 0.01
+
+
+def organism_targets(recognition: dict, retrieval: dict, evaluations: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per target (measure, target, value, met): detection AUC, one-object zero-shot accuracy
+    and t2i R@5 from ``object_recognition`` / ``backbone_retrieval_recall`` summaries, and convergence
+    from the pretraining run's held-out ``evaluations`` (None for a loaded checkpoint: not measured)."""
+    merged = {**recognition, **retrieval}
+    missing = [k for k in ORGANISM_TARGETS if k not in merged]
+    if missing:
+        raise KeyError(f"organism_targets: the summaries lack {missing}")
+    rows = [{"measure": k, "target": f">= {v:g}", "value": float(merged[k]), "met": bool(merged[k] >= v)}
+            for k, v in ORGANISM_TARGETS.items()]
+    change = np.nan
+    if evaluations is not None and len(evaluations) >= 2:
+        change = float(evaluations["t2i_R@5"].iloc[-1] - evaluations["t2i_R@5"].iloc[-2])
+    rows.append({"measure": "held-out R@5 change, last two evaluations", "target": f"<= {CONVERGED_R5_CHANGE:g}",
+                 "value": change, "met": bool(abs(change) <= CONVERGED_R5_CHANGE) if change == change else None})
+    return pd.DataFrame(rows)

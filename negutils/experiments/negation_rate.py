@@ -28,7 +28,7 @@ from ..config import NegationRateSettings
 from ..core.cache import atomic_write_json, config_hash
 from ..core.metrics import spearman_rho
 from ..diagnosis import bag_of_concepts as boc
-from ..diagnosis.collapse import lcd_analysis
+from ..diagnosis.collapse import lcd_analysis, peak_with_rising_alignment
 from ..diagnosis.concepts import KTN_TEMPLATES, ConceptBank
 from ..diagnosis.diagnostic import build_diagnostic_set
 from ..diagnosis.dilution import dilution_summary, text_coefficients
@@ -48,9 +48,7 @@ def ensure_rate_backbone(profile, splits: dict, rate: float, samples: int, progr
     pretrain = splits["pretrain"]
     world_root = pretrain.image_root.parent
     config = dataclasses.replace(profile.pretrain, samples=samples, evaluations=2)
-    captions = recaption(world_root / "pretrain", rate, seed=config.seed,
-                         captions_per_image=profile.world.captions_per_image,
-                         colour_rate=profile.world.colour_mention_rate)
+    captions = recaption(world_root / "pretrain", rate, seed=config.seed, world=profile.world)
     result = ensure_pretrained(world_root, config, profile.artifacts_dir() / "negation_rate", progress=progress,
                                split=dataclasses.replace(pretrain, captions=captions),
                                key_extra={"negation_rate": rate})
@@ -91,6 +89,9 @@ def frozen_measures(session, bench, settings: NegationRateSettings):
         "detection AUC": float(concepts["detection AUC"].median()),
         "l_p": lcd.choice.l_p, "l_a": lcd.choice.l_a, "LCD peak": float(d.max()), "LCD final": float(d[-1]),
         "LCD peak - final": float(d.max() - d[-1]),
+        # PeakPatch's Fig. 2 shape (1 = an interior D_LCD maximum while A(l) rises)
+        "LCD interior peak": float(peak_with_rising_alignment(lcd.curve("negated", "D_LCD"),
+                                                              lcd.curve("affirmative", "A"))),
         "median beta_c-": dilution["median beta_c- negated"],
         "Conf-2C": evaluate_confusion(scorer, bench.confusion_2c, val)["mAP"],
         "FACTOR": factor["accuracy"],

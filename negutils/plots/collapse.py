@@ -56,6 +56,26 @@ def plot_lcd_controls(lcd):
     return fig
 
 
+def plot_lcd_by_structure(curves: pd.DataFrame):
+    """D_LCD (T+ vs T-) and A(l) per layer, one line with its 95% band per structure of T+
+    (``diagnosis.collapse.lcd_by_structure``)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
+    palette = dict(zip(curves["structure"].unique(), sns.color_palette("colorblind")))
+    for structure, block in curves.groupby("structure", sort=False):
+        _band(left, block[block["quantity"] == "D_LCD"], palette[structure], structure)
+        _band(right, block[block["quantity"] == "A"], palette[structure], structure, marker="s")
+    left.set_ylabel("D_LCD(l) = mean 1 - cos(T+, T-)")
+    right.set_ylabel("A(l) = mean cos(T+, image)")
+    left.set_title("compositional divergence, by structure of T+", fontsize=10)
+    right.set_title("visual alignment, by structure of T+", fontsize=10)
+    for ax in (left, right):
+        ax.set_xlabel("text layer l")
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    left.legend(title="T+ structure", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def plot_probe(lcd, paper: tuple[float, float, float] | None = (0.876, 0.940, 0.879)):
     """Per-layer held-out probe accuracy, with PeakPatch's first/peak/final values for ViT-B/32."""
     fig, ax = plt.subplots(figsize=(6, 3))

@@ -3,7 +3,7 @@ and the recipes that turn real datasets into the same layout.
 
 The names chapters use, importable from here; everything else from its module."""
 from .coco import load_split
-from .describe import benchmark_statistics, caption_statistics, first_words, split_summary
+from .describe import benchmark_statistics, caption_statistics, caption_structures, first_words, split_summary
 from .generate import (IN_DOMAIN_BACKGROUNDS, OOD_BACKGROUNDS, SPLITS, WorldConfig, build_world,
                        ensure_world, generate_split, render_image, sample_objects, split_rng, typical_colour)
 from .glyphs import CATEGORY_NAMES
@@ -13,7 +13,7 @@ from .recipes import (ChecksumError, REGISTRY, evenly_spaced_frames, fetch, md5s
 
 __all__ = ["CATEGORY_NAMES", "ChecksumError", "IN_DOMAIN_BACKGROUNDS", "OOD_BACKGROUNDS", "REGISTRY",
            "SPLITS", "WorldConfig", "benchmark_statistics", "build_world", "caption_statistics",
-           "ensure_world", "evenly_spaced_frames", "false_negations", "fetch", "first_words",
+           "caption_structures", "ensure_world", "evenly_spaced_frames", "false_negations", "fetch", "first_words",
            "generate_split", "load_split", "md5sum", "msrvtt_to_coco", "negation_share", "recaption",
            "render_image", "sample_objects", "split_rng", "split_summary", "typical_colour", "verify",
            "voc_to_coco", "write_json"]

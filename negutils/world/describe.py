@@ -36,6 +36,15 @@ def caption_statistics(split: CocoSplit, tokenizer=None) -> dict:
     return stats
 
 
+def caption_structures(splits: dict[str, CocoSplit]) -> pd.DataFrame:
+    """Share of each split's captions per grammatical structure (``world.grammar``), in percent;
+    captions that record none (real datasets) count as 'unrecorded'."""
+    rows = {name: Counter(c.get("structure", "unrecorded") for per in split.captions for c in per)
+            for name, split in splits.items()}
+    table = pd.DataFrame(rows).fillna(0).T
+    return (100 * table.div(table.sum(axis=1), axis=0)).round(1)
+
+
 def first_words(split: CocoSplit, n_words: int = 3, top: int = 12) -> pd.DataFrame:
     """The most common caption openings: a quick view of the phrasing families."""
     counter = Counter(" ".join(c["caption"].split()[:n_words]) for per in split.captions for c in per)

@@ -34,9 +34,10 @@ from tqdm.auto import tqdm
 from ..core.cache import atomic_write_json, build_directory_atomically, config_hash
 from . import alt_text
 from .glyphs import CATEGORY_NAMES, COLOURS, draw_glyph
+from .grammar import STRUCTURES
 
 # Bump when rendering or captioning changes, so cached worlds are rebuilt.
-WORLD_VERSION = 1
+WORLD_VERSION = 2
 SPLITS = ("pretrain", "negtrain", "val", "ood")
 IN_DOMAIN_BACKGROUNDS = ("plain", "stripes", "dots", "gradient", "noise")
 OOD_BACKGROUNDS = ("checker", "grid", "rings", "speckle")
@@ -69,6 +70,8 @@ class WorldConfig:
     cooccurrence: float = 0.6
     colour_mention_rate: float = 0.5
     colour_prior: float = 0.7        # P(an object has its category's typical colour): see above
+    # P(list, attributes, relation, count, relative clause) for an affirmative caption (alt_text)
+    structure_mix: tuple[float, ...] = (0.4, 0.2, 0.2, 0.1, 0.1)
     in_domain_counts: tuple[float, ...] = (0.35, 0.35, 0.2, 0.1)
     ood_counts: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4)
     version: int = WORLD_VERSION
@@ -80,6 +83,9 @@ class WorldConfig:
             weights = getattr(self, name)
             if len(weights) > len(CATEGORY_NAMES) or min(weights) < 0 or sum(weights) <= 0:
                 raise ValueError(f"WorldConfig.{name} must be non-negative weights for 1..k objects, got {weights}")
+        if len(self.structure_mix) != len(STRUCTURES) or min(self.structure_mix) < 0 or sum(self.structure_mix) <= 0:
+            raise ValueError(f"WorldConfig.structure_mix must be {len(STRUCTURES)} non-negative weights for "
+                             f"{STRUCTURES}, got {self.structure_mix}")
 
     def split_spec(self, split: str) -> SplitSpec:
         if split not in SPLITS:
@@ -228,9 +234,9 @@ def generate_split(config: WorldConfig, split: str, out_dir: Path, progress: boo
                                 "bbox": bbox, "area": round(bbox[2] * bbox[3], 2), "iscrowd": 0,
                                 "colour": colour})
         absent = [c for c in CATEGORY_NAMES if c not in objects]
-        pairs = [(name, colour) for name, colour, _ in placed]
-        for cap in alt_text.make_captions(pairs, absent, background, rng, config.captions_per_image,
-                                          config.negation_rate, config.colour_mention_rate):
+        for cap in alt_text.make_captions(placed, absent, background, rng, config.captions_per_image,
+                                          config.negation_rate, config.colour_mention_rate, config.image_size,
+                                          config.structure_mix):
             captions.append({"id": len(captions) + 1, "image_id": image_id, **cap})
     info = {"description": f"negbook embedded world, split {split}", "version": str(WORLD_VERSION),
             "world_key": config.key()}
