@@ -29,7 +29,8 @@ def recaption(split_dir: str | Path, negation_rate: float, seed: int = 0, world:
     for ann in sorted(inst["annotations"], key=lambda a: a["id"]):
         if "colour" not in ann:
             raise ValueError(f"{path}: annotation {ann['id']} has no 'colour'; only embedded-world splits can be recaptioned")
-        objects[ann["image_id"]].append((names[ann["category_id"]], ann["colour"], tuple(ann["bbox"])))
+        placed = (names[ann["category_id"]], ann["colour"], tuple(ann["bbox"]))
+        objects[ann["image_id"]].append(placed)
     # one stream per (seed, rate): the same rate always gives the same captions
     rng = np.random.default_rng([seed, round(negation_rate * 1_000_000), 7])
     out = []
