@@ -12,7 +12,8 @@ from ..methods.registry import method_label
 BENCH_RESULTS = REPO_ROOT / "bench" / "results"
 BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "bench/feature_cache.py",
                  "peakpatch_training": "bench/peakpatch_training.py",
-                 "training_free_overhead": "bench/training_free_overhead.py"}
+                 "training_free_overhead": "bench/training_free_overhead.py",
+                 "main_job_notebooks": "bench/main_job_profile.py", "main_job_cells": "bench/main_job_profile.py"}
 
 
 def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
@@ -60,3 +61,42 @@ def notebook_times(profiles=("smoke", "cpu", "gpu")) -> pd.DataFrame:
     if not frames:
         raise FileNotFoundError("no notebook_times.csv under artifacts/<profile>/results: run `make book` first")
     return pd.concat(frames, ignore_index=True)
+
+
+# The target for `make book` from a fresh clone on 2 cores: world, pretraining and every chapter.
+BOOK_BUDGET_SECONDS = 25 * 60
+
+
+def cell_times(executed: str | Path) -> pd.DataFrame:
+    """Wall seconds of every code cell of a notebook papermill executed (its per-cell
+    ``metadata.papermill.duration``): notebook, cell (1-based among code cells), the cell's first
+    line, seconds. A notebook papermill did not execute is refused, not read as zero seconds."""
+    import nbformat  # the [book] extra: the library imports without it
+
+    path = Path(executed)
+    notebook = nbformat.read(path, as_version=4)
+    rows = []
+    for k, cell in enumerate((c for c in notebook.cells if c.cell_type == "code"), start=1):
+        duration = cell.metadata.get("papermill", {}).get("duration")
+        if duration is None:
+            raise ValueError(f"{path}: code cell {k} has no papermill duration; execute the notebook with "
+                             "`python -m negutils.run` first")
+        first = next((line.strip() for line in cell.source.splitlines()
+                      if line.strip() and not line.startswith(("#", ":"))), "")
+        rows.append({"notebook": path.stem, "cell": k, "first line": first[:90], "seconds": float(duration)})
+    return pd.DataFrame(rows, columns=["notebook", "cell", "first line", "seconds"])
+
+
+def main_job_profile(executed: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Where the book's time goes: (per notebook: seconds, share of the total, the slowest cell;
+    per cell: every cell, slowest first, with its share of the total) from executed notebooks."""
+    cells = pd.concat([cell_times(p) for p in executed], ignore_index=True)
+    total = cells["seconds"].sum()
+    cells = cells.assign(share=cells["seconds"] / total).sort_values("seconds", ascending=False, ignore_index=True)
+    slowest = cells.drop_duplicates("notebook").set_index("notebook")
+    notebooks = cells.groupby("notebook")["seconds"].sum().to_frame()
+    notebooks["share"] = notebooks["seconds"] / total
+    notebooks["slowest cell"] = slowest["cell"]
+    notebooks["slowest cell seconds"] = slowest["seconds"]
+    notebooks["slowest cell first line"] = slowest["first line"]
+    return notebooks.reset_index(), cells
