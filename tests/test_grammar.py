@@ -41,10 +41,6 @@ def structured_split(tmp_path_factory):
     return config, split
 
 
-def _objects(split, i):
-    return split.truth[i]
-
-
 def test_every_structure_occurs_and_is_recorded(structured_split):
     _, split = structured_split
     counts = Counter(c["structure"] for per in split.captions for c in per)
@@ -57,7 +53,7 @@ def test_every_stated_attribute_count_and_relation_holds(structured_split):
     size = config.image_size
     checked = Counter()
     for i, captions in enumerate(split.captions):
-        truth = _objects(split, i)
+        truth = split.truth[i]
         for cap in captions:
             text = cap["caption"]
             for size_word, colour, noun in PHRASE.findall(text):

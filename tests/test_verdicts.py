@@ -55,10 +55,16 @@ KTN_CLAIMS = {"2C": "COCO-Confusion 2C mAP well above", "rejection": "Rejection 
               "lemma": "Lemma 1", "corollary": "Corollary 1", "ceiling": "No single text vector"}
 
 
-def ktn_case(results=None, lemma=None):
-    values = {k: dict(v) for k, v in KTN_BASE.items()}
+def overridden(base, results):
+    """A copy of ``base`` ((method, task, split) -> metrics) with ``results``' metrics laid over it."""
+    values = {k: dict(v) for k, v in base.items()}
     for key, metrics in (results or {}).items():
         values[key].update(metrics)
+    return values
+
+
+def ktn_case(results=None, lemma=None):
+    values = overridden(KTN_BASE, results)
     return ktn_verdicts(frame(values), {**LEMMA_BASE, **(lemma or {})})
 
 
@@ -140,9 +146,7 @@ LCSE_CLAIMS = {"factor": "FACTOR-Bench operator accuracy", "anti": "Anti-monoton
 
 
 def lcse_case(results=None, measures=None):
-    values = {k: dict(v) for k, v in LCSE_BASE.items()}
-    for key, metrics in (results or {}).items():
-        values[key].update(metrics)
+    values = overridden(LCSE_BASE, results)
     m = {**MEASURES_BASE, **(measures or {})}
     values[("LCSE", "retention", "val")] = {"R@5": m["retention R@5"], "rho": m["retention rho"]}
     values[("vanilla", "retention", "val")] = {"R@5": m["retention R@5 holistic"], "rho": 1.0}
