@@ -14,17 +14,20 @@ backbones.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 
 from ..benchmarks.evaluate import image_index
 from ..core.logic import literals
 from ..core.stats import sigmoid
 from ..diagnosis.concepts import ConceptBank
-from .parsed_scorer import ParsedTextScorer
+from .parsed_scorer import EditPlan, ParsedTextScorer
 
 LCSE_TEMPLATES = ("{a_c}", "a photo of {a_c}")
 GAMMA = {"AND": -1.0, "OR": 10.0, "SINGLE": 1.0, "NONE": 1.0}
@@ -90,11 +93,67 @@ class LcseScorer(ParsedTextScorer):
         self.calibration = calibration
         self.bank = bank or ConceptBank(encode, LCSE_TEMPLATES)
 
-    def _edit(self, image_features, parse, pool) -> np.ndarray:
-        names = list(dict.fromkeys(c["name"] for c in literals(parse.parse)))
-        sims = self.bank.similarities(image_features, names).double().numpy()
-        return lcse_correction(parse.parse, {n: sims[:, k] for k, n in enumerate(names)},
+    def _edit_plan(self, parse):
+        """Captions with the same operator tree and negation flags share a shape; the concepts fill
+        its slots. One affirmed concept under an operator of gamma = 1 is skipped: its correction
+        is exactly zero."""
+        concepts = literals(parse.parse)
+        if len(concepts) == 1 and not concepts[0]["negated"] and GAMMA[parse.parse["operator"]] == 1.0:
+            return None
+        names = tuple(dict.fromkeys(c["name"] for c in concepts))
+        slot = {n: str(k) for k, n in enumerate(names)}
+        return EditPlan(json.dumps(_renamed(parse.parse, slot), sort_keys=True), names)
+
+    def _edit_values(self, shape, slots, pool):
+        return lcse_correction(json.loads(shape), {str(k): s for k, s in enumerate(slots)},
                                self.calibration.mu, self.calibration.beta)
+
+    def _edit_block(self, shape, rows, slot_columns, pool):
+        """Flat parses under AND (or with one literal) in closed form, in float32. With
+        z_j = beta (s_j - mu), e_j = exp(-z_j), p_j = 1 / (1 + e_j), q_j = e_j p_j, and u_j = e_j for
+        an affirmed literal, 1 / e_j for a negated one, the harmonic mean gives logit p_logic =
+        -log(mean u) and so beta * correction = log(L sum q / (sum u sum p)); one negated literal
+        is -2 z / beta. Where some |z| > Z_EXACT (the float64 sigmoids approach their clip) the
+        block takes the float64 expression, so the scores equal it to 1e-6 (tested)."""
+        literals_ = _flat_literals(shape)
+        mu, beta = self.calibration.mu, self.calibration.beta
+        low, high = self.bank.column_range(slot_columns.unique().numpy())
+        if literals_ is None or max(beta * (high.max() - mu), beta * (mu - low.min())) > Z_EXACT:
+            return super()._edit_block(shape, rows, slot_columns, pool)
+        z = [rows.index_select(1, slot_columns[:, k]).sub_(mu).mul_(beta) for k in range(slot_columns.shape[1])]
+        if len(literals_) == 1:
+            return z[literals_[0][0]].mul_(-2.0 / beta)
+        sum_p = sum_q = sum_u = 0
+        for slot, negated in literals_:
+            e = torch.exp(-z[slot])
+            p = e.add(1.0).reciprocal_()
+            sum_p, sum_q = p + sum_p, e * p + sum_q
+            sum_u = (e.reciprocal() if negated else e) + sum_u
+        return sum_q.mul_(len(literals_)).div_(sum_u.mul_(sum_p)).log_().div_(beta)
+
+
+Z_EXACT = 20.0      # |beta (s - mu)| up to which float64's 1 - sigm(z) keeps 1e-8 relative precision
+
+
+@lru_cache(maxsize=None)
+def _flat_literals(shape: str) -> tuple[tuple[int, bool], ...] | None:
+    """(slot, negated) of each literal of a flat parse shape the closed form covers (AND, or any
+    operator with one negated literal); None otherwise."""
+    parse = json.loads(shape)
+    if "children" in parse:
+        return None
+    literals_ = tuple((int(c["name"]), bool(c["negated"])) for c in parse["concepts"])
+    if len(literals_) == 1 and literals_[0][1]:
+        return literals_
+    return literals_ if parse["operator"] == "AND" else None
+
+
+def _renamed(parse: dict, names: dict[str, str]) -> dict:
+    """The parse with every concept name replaced by ``names[name]``."""
+    if "children" in parse:
+        return {"operator": parse["operator"], "children": [_renamed(c, names) for c in parse["children"]]}
+    return {"operator": parse["operator"],
+            "concepts": [{"name": names[c["name"]], "negated": c["negated"]} for c in parse["concepts"]]}
 
 
 # ----------------------------------------------------------------------------- calibration

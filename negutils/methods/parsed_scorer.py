@@ -1,10 +1,12 @@
 """The scorer EC, KTN and LCSE share: a caption is parsed (``parsing``), its text embedding
 corrected once per caption, and a per-image edit added to the cosine; captions the parser
-refuses are scored holistically and counted. Subclasses override ``_correct`` (the embedding)
-and ``_edit`` (the per-image score change)."""
+refuses are scored holistically and counted. Subclasses override ``_correct`` (the embedding),
+and ``_edit_plan`` / ``_edit_values`` (the per-image score change, computed for every caption
+of one parse shape at once from the gallery's cached image x concept matrix)."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Hashable, Sequence
 
 import numpy as np
 import torch
@@ -12,6 +14,16 @@ import torch.nn.functional as F
 
 from ..core.logic import literals
 from .parsing import CaptionParse, parse_captions
+
+BLOCK_VALUES = 1 << 18      # image x slot values per block: a few MB, so a block's temporaries stay in cache
+
+
+@dataclass(frozen=True)
+class EditPlan:
+    """A parsed caption's score edit as data: captions of the same ``shape`` are edited by one
+    array expression, reading the image x concept similarities of ``concepts`` (one per slot)."""
+    shape: Hashable
+    concepts: tuple[str, ...]
 
 
 class ParsedTextScorer:
@@ -66,9 +78,14 @@ class ParsedTextScorer:
     def _correct(self, t: torch.Tensor, parse: CaptionParse) -> torch.Tensor:
         return t
 
-    def _edit(self, image_features: torch.Tensor, parse: CaptionParse, pool: int) -> np.ndarray | None:
-        """What a method adds to the cosine of each image with a parsed caption (None: nothing)."""
+    def _edit_plan(self, parse: CaptionParse) -> EditPlan | None:
+        """How a method edits the scores of a parsed caption: None leaves the cosine alone."""
         return None
+
+    def _edit_values(self, shape, slots: list[np.ndarray], pool: int) -> np.ndarray:
+        """The score change for every caption of one ``shape`` at once: ``slots[k]`` holds the
+        similarity (float64) of each image with the k-th concept of each caption's plan."""
+        raise NotImplementedError
 
     def score(self, image_features: torch.Tensor, captions: Sequence[str]) -> torch.Tensor:
         return self._score(image_features, list(captions), pool=len(image_features))
@@ -80,24 +97,57 @@ class ParsedTextScorer:
         images = image_features.repeat_interleave(k, dim=0)
         return self._score_pairs(images, flat, pool=k).reshape(len(captions_per_row), k)
 
+    def _plans(self, captions: Sequence[str]) -> list[EditPlan | None]:
+        return [self._edit_plan(p) if p.parsed else None for p in self.parses(captions)]
+
     def _score(self, image_features, captions, pool) -> torch.Tensor:
+        """Holistic cosines, then one array expression per plan shape over the gallery's cached
+        image x concept matrix, in blocks of images that stay in cache."""
         scores = image_features.float() @ self.corrected(captions).T
-        for j, parse in enumerate(self.parses(captions)):
-            edit = self._edit(image_features, parse, pool) if parse.parsed else None
-            if edit is not None:
-                scores[:, j] += torch.from_numpy(edit).float()
+        groups = _group_by_shape(self._plans(captions))
+        if not groups:
+            return scores
+        columns = {shape: self.bank.columns(image_features, [n for plan in plans for n in plan.concepts])
+                   .reshape(len(plans), -1) for shape, (_, plans) in groups.items()}
+        matrix = torch.from_numpy(self.bank.matrix)
+        for shape, (queries, plans) in groups.items():
+            slot_columns, queries = torch.from_numpy(columns[shape]), torch.from_numpy(queries)
+            block = max(256, BLOCK_VALUES // max(1, slot_columns.numel()))
+            for start in range(0, len(scores), block):
+                edit = self._edit_block(shape, matrix[start:start + block], slot_columns, pool)
+                scores[start:start + block].index_add_(1, queries, edit)
         return scores
 
+    def _edit_block(self, shape, rows: torch.Tensor, slot_columns: torch.Tensor, pool: int) -> torch.Tensor:
+        """[B, G] float32 edits of G captions of one ``shape`` on a block of images: ``rows`` is the
+        block of the image x concept matrix [B, V], ``slot_columns`` [G, S] the column of each
+        caption's slot. By default ``_edit_values`` in float64; methods override it with a faster
+        form of the same expression."""
+        slots = [rows.index_select(1, slot_columns[:, k]).double().numpy() for k in range(slot_columns.shape[1])]
+        return torch.from_numpy(self._edit_values(shape, slots, pool).astype(np.float32))
+
     def _score_pairs(self, images, captions, pool) -> torch.Tensor:
-        """Score image j against caption j; an edit is computed once per distinct caption."""
+        """Score image j against caption j; one array expression per plan shape over the pairs."""
         out = (images.float() * self.corrected(captions)).sum(-1)
-        by_caption: dict[str, list[int]] = {}
-        for j, c in enumerate(captions):
-            by_caption.setdefault(c, []).append(j)
-        for c, rows in by_caption.items():
-            parse = self.parses([c])[0]
-            rows_t = torch.tensor(rows)
-            edit = self._edit(images[rows_t], parse, pool) if parse.parsed else None
-            if edit is not None:
-                out[rows_t] += torch.from_numpy(edit).float()
+        groups = _group_by_shape(self._plans(captions))
+        if groups:
+            names = list(dict.fromkeys(n for _, plans in groups.values() for plan in plans for n in plan.concepts))
+            sims = (images.float() @ self.bank.vectors(names).float().T).numpy()
+            column = {n: k for k, n in enumerate(names)}
+            flat = out.numpy()
+            for shape, (pairs, plans) in groups.items():
+                slot_columns = np.array([[column[n] for n in plan.concepts] for plan in plans])
+                slots = [sims[pairs, slot_columns[:, k]].astype(np.float64) for k in range(slot_columns.shape[1])]
+                flat[pairs] += self._edit_values(shape, slots, pool).astype(np.float32)
         return out
+
+
+def _group_by_shape(plans: Sequence[EditPlan | None]) -> dict:
+    """{shape: (positions, plans)} of the captions that have a plan."""
+    groups: dict = {}
+    for j, plan in enumerate(plans):
+        if plan is not None:
+            positions, members = groups.setdefault(plan.shape, ([], []))
+            positions.append(j)
+            members.append(plan)
+    return {shape: (np.array(positions), members) for shape, (positions, members) in groups.items()}

@@ -1,0 +1,130 @@
+"""KTN and LCSE score a batch of queries with one array expression per parse shape over the
+gallery's cached image x concept matrix. These tests recompute every score the way the methods
+are written, one caption at a time (eq. 11-14 of KTN, LCSE's score edit), and require the batched
+scores to match to 1e-6, on a gallery, on MCQ-style rows and on pairwise rows."""
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from negutils.core.logic import literals
+from negutils.diagnosis.concepts import ConceptBank
+from negutils.methods import Calibration, KtnScorer, LcseScorer, lcse_correction, rejection_score
+
+D = 48
+VOCABULARY = ("cat", "dog", "bird", "kite", "car", "bicycle", "table", "cup")
+CAPTIONS = [
+    "A cat but no dog.", "There is no kite.", "A car is present but no bicycle.", "No cat.",
+    "A dog and a bird, but no cat.", "Neither a cat nor a dog.", "A cup on a table.", "A kite or a bird.",
+    "This image features a table, but no cup.", "A bicycle without a car.", "A dog is not present.",
+    "A bird and a kite.", "There is a car but not a cup and not a table.", "No dog or cat is visible.",
+    "A cup.", "A photo of a bird, without any kite.", "A table but not a cat.", "A cat and a dog and a bird.",
+]
+
+
+def hashed_encoder(captions):
+    """A deterministic text tower: each caption's own pseudo-random direction."""
+    rows = [torch.from_numpy(np.random.default_rng(int(hashlib.sha256(c.encode()).hexdigest()[:8], 16))
+                             .standard_normal(D)).float() for c in captions]
+    return torch.stack(rows)
+
+
+def gallery(n: int, seed: int = 0) -> torch.Tensor:
+    return F.normalize(torch.randn(n, D, generator=torch.Generator().manual_seed(seed)), dim=-1)
+
+
+def ktn_by_caption(ktn: KtnScorer, feats: torch.Tensor, captions, pool: int) -> np.ndarray:
+    """KTN one caption at a time: eq. 12's corrected text, then eq. 13-14 on that caption's columns."""
+    scores = (feats @ ktn.corrected(captions).T).numpy().copy()
+    for j, parse in enumerate(ktn.parses(captions)):
+        if not (parse.parsed and parse.negated):
+            continue
+        affirmed = [n for n in parse.affirmed if n not in parse.negated]
+        names = list(dict.fromkeys(parse.negated + affirmed))
+        alpha = ktn.bank.similarities(feats, names).double().numpy()
+        tau_vocab = ktn.bank.similarities(feats, list(VOCABULARY)).double().mean(1).numpy()
+        p = rejection_score(alpha, [names.index(n) for n in parse.negated], [names.index(n) for n in affirmed],
+                            None if affirmed else tau_vocab)
+        scores[:, j] += (-p / pool).astype(np.float32)
+    return scores
+
+
+def lcse_by_caption(lcse: LcseScorer, feats: torch.Tensor, captions) -> np.ndarray:
+    scores = (feats @ lcse.corrected(captions).T).numpy().copy()
+    for j, parse in enumerate(lcse.parses(captions)):
+        if parse.parsed:
+            names = list(dict.fromkeys(c["name"] for c in literals(parse.parse)))
+            sims = lcse.bank.similarities(feats, names).double().numpy()      # the cached similarities
+            scores[:, j] += lcse_correction(parse.parse, {n: sims[:, k] for k, n in enumerate(names)},
+                                            lcse.calibration.mu, lcse.calibration.beta).astype(np.float32)
+    return scores
+
+
+@pytest.fixture(scope="module")
+def scorers():
+    return (KtnScorer(None, hashed_encoder, VOCABULARY),
+            LcseScorer(None, hashed_encoder, Calibration(0.05, 30.0)))
+
+
+def test_the_captions_cover_several_shapes(scorers):
+    ktn, lcse = scorers
+    ktn_shapes = {p.shape for p in ktn._plans(CAPTIONS) if p}
+    lcse_shapes = {p.shape for p in lcse._plans(CAPTIONS) if p}
+    assert len(ktn_shapes) >= 3 and any(shape[1] == 0 for shape in ktn_shapes)    # C+ empty among them
+    assert len(lcse_shapes) >= 4
+
+
+@pytest.mark.parametrize("n", [7, 3000])       # 3000 images: several blocks per shape
+def test_gallery_scores_equal_the_per_caption_formulas(scorers, n):
+    ktn, lcse = scorers
+    feats = gallery(n)
+    assert np.allclose(ktn.score(feats, CAPTIONS).numpy(), ktn_by_caption(ktn, feats, CAPTIONS, pool=n),
+                       rtol=0, atol=1e-6)
+    assert np.allclose(lcse.score(feats, CAPTIONS).numpy(), lcse_by_caption(lcse, feats, CAPTIONS),
+                       rtol=0, atol=1e-6)
+
+
+def test_lcse_where_the_sigmoids_saturate_takes_the_float64_expression():
+    """beta = 120 puts |beta (s - mu)| past the closed form's range, so the blocks fall back; the
+    scores still equal the per-caption formula, clipping included."""
+    lcse = LcseScorer(None, hashed_encoder, Calibration(-0.1, 120.0))
+    feats = gallery(500, seed=4)
+    low, high = lcse.bank.column_range(lcse.bank.columns(feats, list(VOCABULARY)))
+    assert 120 * (high.max() + 0.1) > 20                                   # saturated somewhere
+    assert np.allclose(lcse.score(feats, CAPTIONS).numpy(), lcse_by_caption(lcse, feats, CAPTIONS),
+                       rtol=0, atol=1e-6)
+
+
+def test_row_scores_equal_the_per_caption_formulas(scorers):
+    ktn, lcse = scorers
+    feats = gallery(len(CAPTIONS) // 4 * 4, seed=1)
+    rows = [CAPTIONS[4 * q:4 * q + 4] for q in range(len(feats) // 4)]
+    images = feats[::4]
+    got_ktn, got_lcse = ktn.score_rows(images, rows).numpy(), lcse.score_rows(images, rows).numpy()
+    for q, options in enumerate(rows):
+        one = images[q:q + 1]
+        assert np.allclose(got_ktn[q], ktn_by_caption(ktn, one, options, pool=4)[0], rtol=0, atol=1e-6)
+        assert np.allclose(got_lcse[q], lcse_by_caption(lcse, one, options)[0], rtol=0, atol=1e-6)
+
+
+def test_edits_change_scores_and_the_bank_caches_one_matrix_per_gallery(scorers):
+    ktn, _ = scorers
+    feats = gallery(50, seed=2)
+    edited = ktn.score(feats, CAPTIONS).numpy()
+    holistic = (feats @ ktn.corrected(CAPTIONS).T).numpy()
+    negated = [j for j, p in enumerate(ktn.parses(CAPTIONS)) if p.parsed and p.negated]
+    assert negated and (np.abs(edited[:, negated] - holistic[:, negated]).max(axis=0) > 1e-4).all()
+    matrix = ktn.bank.matrix
+    ktn.score(feats, CAPTIONS)
+    assert ktn.bank.matrix is matrix                  # nothing recomputed for the same gallery
+
+
+def test_a_replaced_vector_invalidates_its_column():
+    bank = ConceptBank(hashed_encoder)
+    feats = gallery(5, seed=3)
+    bank.add_vector("probe", torch.ones(D))
+    first = bank.similarities(feats, ["probe"]).clone()
+    bank.add_vector("probe", -torch.ones(D))
+    assert torch.allclose(bank.similarities(feats, ["probe"]), -first)
