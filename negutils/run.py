@@ -127,6 +127,33 @@ def _record_times(times_csv: Path, times: list[dict], keep_others: bool) -> None
     atomic_save(times_csv, lambda p: frame.to_csv(p, index=False))
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def progress_line(finished: str, seconds: float, elapsed: float, remaining: list[str],
+                  last_times: dict[str, float]) -> str:
+    """The line printed after each chapter: its time, the run's elapsed time and an estimate for
+    the chapters still to run from their last recorded times (naming those never timed)."""
+    known = [last_times[n] for n in remaining if n in last_times]
+    unknown = [n for n in remaining if n not in last_times]
+    line = f"[negbook] {finished} done in {_minutes(seconds)}; elapsed {_minutes(elapsed)}"
+    if not remaining:
+        return line + "; all chapters executed"
+    line += f"; {len(remaining)} to go, about {_minutes(sum(known))} by their last recorded times"
+    if unknown:
+        line += f" (no recorded time for {', '.join(unknown)})"
+    return line
+
+
+def last_recorded_times(times_csv: Path) -> dict[str, float]:
+    """{notebook: seconds} of the last run recorded in ``times_csv`` (empty when there is none)."""
+    if not times_csv.exists():
+        return {}
+    frame = pd.read_csv(times_csv)
+    return dict(zip(frame["notebook"], frame["seconds"].astype(float)))
+
+
 def run(profile: str, only: list[str] | None = None, parameters: dict | None = None,
         book_out: Path | None = None, build: bool = True) -> dict:
     prof = get_profile(profile)
@@ -135,12 +162,17 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
     params = {"profile": profile, **(parameters or {})}
     times = []
     times_csv = artifacts / "results" / "notebook_times.csv"
-    for source in notebook_sources(only):
+    sources = notebook_sources(only)
+    last_times = last_recorded_times(times_csv)
+    started = time.perf_counter()
+    for k, source in enumerate(sources):
         output = stage / CHAPTER_DIR / f"{source.stem}.ipynb"
-        print(f"[negbook] executing {source.name} (profile {profile})", flush=True)
+        last = f", {_minutes(last_times[source.stem])} last time" if source.stem in last_times else ""
+        print(f"[negbook] executing {source.name} (profile {profile}{last})", flush=True)
         seconds = execute_notebook(source, output, params)
         times.append({"profile": profile, "notebook": source.stem, "seconds": round(seconds, 2)})
-        print(f"[negbook]   done in {seconds:.1f} s", flush=True)
+        print(progress_line(source.stem, seconds, time.perf_counter() - started,
+                            [s.stem for s in sources[k + 1:]], last_times), flush=True)
         # after every notebook, so a later chapter (the performance appendix) sees this run's times
         _record_times(times_csv, times, keep_others=bool(only))
     out = {"stage": stage, "times": times}

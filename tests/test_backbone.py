@@ -154,3 +154,28 @@ def test_trimmed_encoding_equals_the_full_context_forward(tiny):
     assert tiny.text_tower.trims
     assert torch.allclose(tiny.encode_text(captions, batch_size=2), full, atol=1e-6)
     assert torch.allclose(tiny.encode_text_layers(captions, token_layers=[3], batch_size=2).final, full, atol=1e-6)
+
+
+def test_a_loaded_backbone_encodes_each_caption_once_and_a_training_wrapper_every_time(tiny):
+    from negutils.models.backbone import Backbone
+
+    calls = []
+    original = tiny.text_tower.encode_by_length
+
+    def counting(text, *args, **kwargs):
+        calls.append(len(text))
+        return original(text, *args, **kwargs)
+
+    tiny.text_tower.encode_by_length = counting
+    try:
+        first = tiny.encode_text(["a memo star.", "a memo moon."])
+        again = tiny.encode_text(["a memo moon.", "a memo star.", "a memo cup."])
+        assert calls == [2, 1]                                   # only "a memo cup." was new
+        assert torch.equal(again[0], first[1]) and torch.equal(again[1], first[0])
+        training = Backbone(tiny.model, tiny.model_name, tiny.tokenizer, tiny.report)   # weights being trained
+        training.text_tower.encode_by_length = counting
+        training.encode_text(["a memo moon."])
+        training.encode_text(["a memo moon."])
+        assert calls == [2, 1, 1, 1]
+    finally:
+        del tiny.text_tower.encode_by_length

@@ -104,7 +104,7 @@ def test_a_second_query_on_a_gallery_encodes_only_its_own_text():
     ktn.score(GALLERY, [QUERY])
     before = len(encoded)
     ktn.score(GALLERY, ["A dog is present but no cat."])
-    assert encoded[before:] == ["A dog is present but no cat.", "A dog is present"]   # the query and its stripped view
+    assert sorted(encoded[before:]) == ["A dog is present", "A dog is present but no cat."]  # query, stripped view
 
 
 def test_embedding_correction_follows_the_written_formula_and_keeps_the_direction_variant():

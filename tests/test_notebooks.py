@@ -274,3 +274,15 @@ def test_notebook_times_are_recorded_as_they_come(tmp_path):
     assert pd.read_csv(times_csv).set_index("notebook")["seconds"].to_dict() == {"00_a": 1.0, "01_b": 5.0}
     runner._record_times(times_csv, [{"profile": "cpu", "notebook": "00_a", "seconds": 3.0}], keep_others=False)
     assert pd.read_csv(times_csv)["notebook"].tolist() == ["00_a"]
+
+
+def test_progress_line_estimates_the_rest_from_the_last_recorded_times(tmp_path):
+    times_csv = tmp_path / "notebook_times.csv"
+    assert runner.last_recorded_times(times_csv) == {}
+    runner._record_times(times_csv, [{"profile": "cpu", "notebook": n, "seconds": s}
+                                     for n, s in [("00_a", 600.0), ("01_b", 30.0), ("02_c", 90.0)]], keep_others=False)
+    last = runner.last_recorded_times(times_csv)
+    line = runner.progress_line("00_a", 612.0, 615.0, ["01_b", "02_c", "03_new"], last)
+    assert "00_a done in 10.2 min" in line and "elapsed 10.2 min" in line
+    assert "3 to go, about 2.0 min" in line and "no recorded time for 03_new" in line
+    assert runner.progress_line("02_c", 45.0, 700.0, [], last).endswith("all chapters executed")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,8 +75,28 @@ def cooccurrence_counts(split: CocoSplit) -> pd.DataFrame:
 def sample_absent(rng: np.random.Generator, present: list[str], candidates: list[str],
                   cooc: pd.DataFrame) -> str:
     """An absent category, weighted by its co-occurrence with the present ones (+1 smoothing)."""
-    weights = cooc.loc[candidates, present].to_numpy().sum(axis=1).astype(float) + 1.0
+    counts, position = _count_arrays(cooc)
+    missing = [c for c in (*candidates, *present) if c not in position]
+    if missing:
+        raise KeyError(f"categories {missing[:3]} are not in the co-occurrence table")
+    rows, columns = [position[c] for c in candidates], [position[c] for c in present]
+    weights = counts[np.ix_(rows, columns)].sum(axis=1).astype(float) + 1.0
     return candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))]
+
+
+_COUNT_ARRAYS: dict[int, tuple] = {}
+
+
+def _count_arrays(cooc: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
+    """The table as an array and a name -> position map, built once per table (sampling thousands
+    of questions through ``DataFrame.loc`` dominated building the negation data)."""
+    cached = _COUNT_ARRAYS.get(id(cooc))
+    if cached is None or cached[0]() is not cooc:
+        if list(cooc.index) != list(cooc.columns):
+            raise ValueError("the co-occurrence table must have the same categories as rows and columns")
+        cached = (weakref.ref(cooc), cooc.to_numpy(), {c: k for k, c in enumerate(cooc.index)})
+        _COUNT_ARRAYS[id(cooc)] = cached
+    return cached[1], cached[2]
 
 
 def _slots(A: str | None = None, B: str | None = None, N: str | None = None) -> dict[str, str]:

@@ -135,6 +135,18 @@ class KtnScorer(ParsedTextScorer):
     def weight(self, pool: int) -> float:
         return self.pool_weight if self.pool_weight is not None else 1.0 / pool
 
+    def corrected(self, captions: Sequence[str]) -> torch.Tensor:
+        """As ``ParsedTextScorer.corrected``, with every second view (the negation-stripped text)
+        encoded in one batch first rather than one caption at a time."""
+        if self.multiview:
+            self.text([p.stripped for c, p in zip(captions, self.parses(captions))
+                       if c not in self._corrected and p.parsed and self._second_view(p)])
+        return super().corrected(captions)
+
+    @staticmethod
+    def _second_view(parse: CaptionParse) -> bool:
+        return bool(parse.negated and parse.affirmed and parse.stripped.strip() and parse.stripped != parse.caption)
+
     def _correct(self, t: torch.Tensor, parse: CaptionParse) -> torch.Tensor:
         """t~ (eq. 12): c- projected out of the query and, when there is an affirmed part, out of
         its negation-stripped text too, the two views averaged."""
@@ -142,7 +154,7 @@ class KtnScorer(ParsedTextScorer):
             return t
         directions = self.bank.vectors(parse.negated)
         views = [remove_directions(t, directions)]
-        if self.multiview and parse.affirmed and parse.stripped.strip() and parse.stripped != parse.caption:
+        if self.multiview and self._second_view(parse):
             views.append(remove_directions(self.text([parse.stripped])[0], directions))
         return F.normalize(torch.stack(views).mean(0), dim=-1)
 

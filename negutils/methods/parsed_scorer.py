@@ -59,6 +59,8 @@ class ParsedTextScorer:
 
     def text(self, captions: Sequence[str]) -> torch.Tensor:
         todo = [c for c in dict.fromkeys(captions) if c not in self._text]
+        if not captions:
+            return torch.empty(0)
         if todo:
             for c, f in zip(todo, F.normalize(self.encode(todo).float(), dim=-1)):
                 self._text[c] = f

@@ -448,10 +448,20 @@ def _unique(names: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+_PARSED: dict[str, CaptionParse] = {}      # the default pipeline's parses, shared by every scorer of the process
+
+
 def parse_captions(captions: Sequence[str], nlp="default") -> dict[str, CaptionParse]:
-    """Every distinct caption parsed once: {caption: CaptionParse}."""
+    """Every distinct caption parsed once: {caption: CaptionParse}. With the default pipeline a
+    caption is parsed once per process, however many scorers ask (the parses are shared: treat
+    them as read-only)."""
     distinct = list(dict.fromkeys(str(c) for c in captions))
-    return {c: parse_tokens(c, toks) for c, toks in zip(distinct, tokenize(distinct, nlp))}
+    if nlp != "default":
+        return {c: parse_tokens(c, toks) for c, toks in zip(distinct, tokenize(distinct, nlp))}
+    todo = [c for c in distinct if c not in _PARSED]
+    if todo:
+        _PARSED.update({c: parse_tokens(c, toks) for c, toks in zip(todo, tokenize(todo, nlp))})
+    return {c: _PARSED[c] for c in distinct}
 
 
 def parse_lcse(caption: str, nlp="default") -> CaptionParse:

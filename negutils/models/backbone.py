@@ -139,8 +139,12 @@ class Backbone:
     """An open_clip model with its tokenizer and preprocessing, frozen in eval mode."""
 
     def __init__(self, model: torch.nn.Module, model_name: str, tokenizer, report: LoadReport,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", frozen: bool = False):
         self.model = model.eval()
+        # a loaded model's weights never change, so ``encode_text`` keeps each caption's embedding and
+        # every scorer and chapter step on it shares them; a wrapper around weights being trained
+        # (pretraining's evaluations, NegFull) must not
+        self._text_memo: dict[str, torch.Tensor] | None = {} if frozen else None
         self.model_name = model_name
         self.tokenizer = tokenizer
         self.report = report
@@ -184,6 +188,14 @@ class Backbone:
         captions = list(captions)
         if not captions:
             return torch.empty(0, self.embed_dim)
+        if self._text_memo is None:
+            return self._encode_text(captions, batch_size)
+        todo = list(dict.fromkeys(c for c in captions if c not in self._text_memo))
+        if todo:
+            self._text_memo.update(zip(todo, self._encode_text(todo, batch_size)))
+        return torch.stack([self._text_memo[c] for c in captions])
+
+    def _encode_text(self, captions: list[str], batch_size: int) -> torch.Tensor:
         return self.text_tower.encode_by_length(self.tokenize(captions), batch_size, normalize=True).float().cpu()
 
     @torch.no_grad()
@@ -362,7 +374,7 @@ def load_backbone(model_name: str | None = None, pretrained: str | None = None, 
         n_loaded = len(model.state_dict())
     report = LoadReport(model_name, source, n_loaded, sum(p.numel() for p in model.parameters()),
                         quick_gelu, notes)
-    return Backbone(model, model_name, get_tokenizer(model_name), report, device)
+    return Backbone(model, model_name, get_tokenizer(model_name), report, device, frozen=True)
 
 
 def save_checkpoint(model: torch.nn.Module, path: str | os.PathLike, model_name: str,
