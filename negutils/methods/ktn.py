@@ -170,7 +170,8 @@ class KtnScorer(ParsedTextScorer):
 
     def _vocabulary_mean(self) -> str:
         if self._vocabulary_key is None:
-            self._vocabulary_key = f"<mean of {len(self.vocabulary)} vocabulary concepts {config_hash(self.vocabulary)}>"
+            self._vocabulary_key = (f"<mean of {len(self.vocabulary)} vocabulary concepts "
+                                    f"{config_hash(self.vocabulary)}>")
             self.bank.add_vector(self._vocabulary_key, self.bank.vectors(self.vocabulary).mean(0))
         return self._vocabulary_key
 
