@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,41 +61,35 @@ class MCQConfig:
     max_images: int | None = None
 
 
-def cooccurrence_counts(split: CocoSplit) -> pd.DataFrame:
-    """Images containing both categories, for every ordered pair (diagonal: images containing one)."""
+@dataclass(frozen=True)
+class Cooccurrence:
+    """``counts[a, b]``: images containing both categories (diagonal: images containing one);
+    ``position``: each category's row and column."""
+    counts: np.ndarray
+    position: dict[str, int]
+
+
+def cooccurrence_counts(split: CocoSplit) -> Cooccurrence:
+    """Images containing both categories, for every ordered pair of the split's categories."""
     cats = split.categories
     index = {c: k for k, c in enumerate(cats)}
     presence = np.zeros((len(split), len(cats)), dtype=np.int64)
     for i, objs in enumerate(split.objects):
         presence[i, [index[o] for o in objs]] = 1
-    return pd.DataFrame(presence.T @ presence, index=cats, columns=cats)
+    return Cooccurrence(presence.T @ presence, index)
 
 
 def sample_absent(rng: np.random.Generator, present: list[str], candidates: list[str],
-                  cooc: pd.DataFrame) -> str:
-    """An absent category, weighted by its co-occurrence with the present ones (+1 smoothing)."""
-    counts, position = _count_arrays(cooc)
-    missing = [c for c in (*candidates, *present) if c not in position]
+                  cooc: Cooccurrence) -> str:
+    """An absent category, weighted by its co-occurrence with the present ones (+1 smoothing).
+    (Array indexing: sampling thousands of questions through ``DataFrame.loc`` dominated building
+    the negation data.)"""
+    missing = [c for c in (*candidates, *present) if c not in cooc.position]
     if missing:
         raise KeyError(f"categories {missing[:3]} are not in the co-occurrence table")
-    rows, columns = [position[c] for c in candidates], [position[c] for c in present]
-    weights = counts[np.ix_(rows, columns)].sum(axis=1).astype(float) + 1.0
+    rows, columns = [cooc.position[c] for c in candidates], [cooc.position[c] for c in present]
+    weights = cooc.counts[np.ix_(rows, columns)].sum(axis=1).astype(float) + 1.0
     return candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))]
-
-
-_COUNT_ARRAYS: dict[int, tuple] = {}
-
-
-def _count_arrays(cooc: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
-    """The table as an array and a name -> position map, built once per table (sampling thousands
-    of questions through ``DataFrame.loc`` dominated building the negation data)."""
-    cached = _COUNT_ARRAYS.get(id(cooc))
-    if cached is None or cached[0]() is not cooc:
-        if list(cooc.index) != list(cooc.columns):
-            raise ValueError("the co-occurrence table must have the same categories as rows and columns")
-        cached = (weakref.ref(cooc), cooc.to_numpy(), {c: k for k, c in enumerate(cooc.index)})
-        _COUNT_ARRAYS[id(cooc)] = cached
-    return cached[1], cached[2]
 
 
 def _slots(A: str | None = None, B: str | None = None, N: str | None = None) -> dict[str, str]:

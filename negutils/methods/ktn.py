@@ -193,16 +193,15 @@ class KtnScorer(ParsedTextScorer):
             tau = sum(rows.index_select(1, slot_columns[:, n_neg + k]) for k in range(n_pos)) / n_pos
         else:
             tau = rows[:, int(slot_columns[0, -1])].unsqueeze(1)         # every caption's reference column
-        penalty = None
-        for k in range(n_neg):
-            term = rows.index_select(1, slot_columns[:, k]).sub_(tau).mul_(self.kappa).sigmoid_()
-            penalty = term if penalty is None else penalty.add_(term)
+
+        def term(slot: int) -> torch.Tensor:                               # sigm(kappa (alpha_c(i) - tau(i)))
+            return rows.index_select(1, slot_columns[:, slot]).sub_(tau).mul_(self.kappa).sigmoid_()
+
+        penalty = sum(term(k) for k in range(n_neg))
         if n_pos == 1:
             penalty.sub_(0.25)                                              # 1/2 sigm(0): tau(i) is alpha_c+(i)
         elif n_pos:
-            affirmed = sum(rows.index_select(1, slot_columns[:, n_neg + k]).sub_(tau).mul_(self.kappa).sigmoid_()
-                           for k in range(n_pos))
-            penalty.sub_(affirmed, alpha=0.5 / n_pos)
+            penalty.sub_(sum(term(n_neg + k) for k in range(n_pos)), alpha=0.5 / n_pos)
         return penalty.mul_(-self.weight(pool))
 
     def penalty(self, image_features: torch.Tensor, parse: CaptionParse) -> np.ndarray:

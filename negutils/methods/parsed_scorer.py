@@ -58,9 +58,9 @@ class ParsedTextScorer:
                             [c["name"] for c in concepts if not c["negated"]], caption)
 
     def text(self, captions: Sequence[str]) -> torch.Tensor:
-        todo = [c for c in dict.fromkeys(captions) if c not in self._text]
         if not captions:
             return torch.empty(0)
+        todo = [c for c in dict.fromkeys(captions) if c not in self._text]
         if todo:
             for c, f in zip(todo, F.normalize(self.encode(todo).float(), dim=-1)):
                 self._text[c] = f
