@@ -140,9 +140,12 @@ def progress_line(finished: str, seconds: float, elapsed: float, remaining: list
     line = f"[negbook] {finished} done in {_minutes(seconds)}; elapsed {_minutes(elapsed)}"
     if not remaining:
         return line + "; all chapters executed"
-    line += f"; {len(remaining)} to go, about {_minutes(sum(known))} by their last recorded times"
+    line += f"; {len(remaining)} to go"
+    if not known:       # a first run: an estimate of "0 s" would be a plausible wrong number
+        return line + ", none timed before, so no estimate yet"
+    line += f", about {_minutes(sum(known))} by their last recorded times"
     if unknown:
-        line += f" (no recorded time for {', '.join(unknown)})"
+        line += f" (no recorded time for {', '.join(unknown)}, so at least that)"
     return line
 
 

@@ -179,3 +179,34 @@ def test_a_loaded_backbone_encodes_each_caption_once_and_a_training_wrapper_ever
         assert calls == [2, 1, 1, 1]
     finally:
         del tiny.text_tower.encode_by_length
+
+
+def test_scorers_on_a_loaded_backbone_share_image_embeddings_keyed_by_file(tiny, tiny_world):
+    import dataclasses
+
+    from negutils.benchmarks.evaluate import ClipScorer
+    from negutils.world.coco import load_split
+
+    val = load_split(tiny_world / "val")
+    calls = []
+    original = tiny.encode_images
+
+    def counting(images, *args, **kwargs):
+        calls.append(len(images))
+        return original(images, *args, **kwargs)
+
+    tiny.encode_images = counting
+    try:
+        first = ClipScorer(tiny).image_features(val, [0, 1, 2])
+        again = ClipScorer(tiny, name="another").image_features(val, [2, 0, 3])
+        assert calls == [3, 1]                              # only image 3 was new to the backbone
+        assert torch.equal(again[0], first[2]) and torch.equal(again[1], first[0])
+        flipped = ClipScorer(tiny, flip_average=True).image_features(val, [0])
+        assert calls == [3, 1, 1] and not torch.equal(flipped[0], first[0])
+        # the same file at another index of another split is the same embedding, not the index's
+        backwards = dataclasses.replace(val, image_ids=val.image_ids[::-1], file_names=val.file_names[::-1],
+                                        pixels_path=None)
+        last = len(val) - 1
+        assert torch.equal(ClipScorer(tiny).image_features(backwards, [last])[0], first[0])
+    finally:
+        del tiny.encode_images

@@ -286,3 +286,5 @@ def test_progress_line_estimates_the_rest_from_the_last_recorded_times(tmp_path)
     assert "00_a done in 10.2 min" in line and "elapsed 10.2 min" in line
     assert "3 to go, about 2.0 min" in line and "no recorded time for 03_new" in line
     assert runner.progress_line("02_c", 45.0, 700.0, [], last).endswith("all chapters executed")
+    first_run = runner.progress_line("00_a", 612.0, 615.0, ["01_b"], {})
+    assert first_run.endswith("1 to go, none timed before, so no estimate yet") and "about" not in first_run

@@ -265,3 +265,19 @@ def test_ecn_single_query_attention_equals_torch_multihead_attention():
         ours, our_weights = ecn.attend(b["tokens"], b["mask"], need_weights=True)
     assert torch.allclose(ours, ecn.post_norm(reference[:, 0]), atol=1e-5)
     assert torch.allclose(our_weights, weights, atol=1e-6) and (our_weights[0, :, 0, 3:] == 0).all()
+
+
+def test_negation_data_is_built_once_per_split_and_each_backbone_gets_its_own_images(trained_setup, tmp_path,
+                                                                                       monkeypatch):
+    from negutils.methods import prepare_negation_data, training_data
+    from negutils.models import load_backbone
+
+    backbone, split, data, _ = trained_setup
+    built = []
+    monkeypatch.setattr(training_data, "build_negation_data", lambda *a, **k: built.append(a) or None)
+    other = load_backbone("negbook-tiny", seed=1)                  # another model, same split: no rebuild
+    again = prepare_negation_data(other, split, "tiny:seed1", tmp_path, held_out=0.2, progress=False)
+    assert built == [] and again.captions == data.captions and again.negmcq is data.negmcq
+    assert not torch.equal(again.images, data.images)              # its own embeddings, the first copy's kept
+    assert torch.equal(data.images, prepare_negation_data(backbone, split, "tiny:seed0", tmp_path, held_out=0.2,
+                                                          progress=False).images)

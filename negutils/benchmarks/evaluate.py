@@ -46,24 +46,27 @@ class Scorer(Protocol):
 
 class ClipScorer:
     """Cosine similarity of L2-normalised embeddings: the vanilla row of every table.
-    Text embeddings are cached per caption, image embeddings per (split, index)."""
+    Text embeddings are cached per caption, image embeddings per image file; on a loaded (frozen)
+    backbone the image cache is the backbone's, so every scorer on it encodes an image once."""
 
     def __init__(self, backbone: Backbone, name: str = "vanilla", flip_average: bool = False,
                  batch_size: int = 256):
         self.backbone, self.name = backbone, name
         self.flip_average, self.batch_size = flip_average, batch_size
         self._text: dict[str, torch.Tensor] = {}
-        self._images: dict[tuple[str, int], torch.Tensor] = {}
+        shared = backbone.image_memo
+        self._images: dict[tuple[str, bool], torch.Tensor] = {} if shared is None else shared
 
     def image_features(self, split: CocoSplit, indices) -> torch.Tensor:
         indices = np.asarray(indices, dtype=int)
-        todo = sorted({int(i) for i in indices if (split.name, int(i)) not in self._images})
+        keys = [(str(split.image_path(int(i))), self.flip_average) for i in indices]
+        todo = sorted({int(i) for i, key in zip(indices, keys) if key not in self._images})
         if todo:
             feats = self.backbone.encode_images(split.images(todo), flip_average=self.flip_average,
                                                 batch_size=self.batch_size, progress=len(todo) > 2000)
             for i, f in zip(todo, feats):
-                self._images[(split.name, i)] = f
-        return torch.stack([self._images[(split.name, int(i))] for i in indices])
+                self._images[(str(split.image_path(i)), self.flip_average)] = f
+        return torch.stack([self._images[key] for key in keys])
 
     def text_features(self, captions: Sequence[str]) -> torch.Tensor:
         todo = sorted({c for c in captions if c not in self._text})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,13 @@ from ..session import Session, load_splits
 from ..world.recaption import recaption
 
 
+@lru_cache(maxsize=8)
+def rate_captions(split_dir: Path, rate: float, seed: int, world) -> list[list[dict]]:
+    """``recaption`` of a split at ``rate``, made once per process: the chapter checks the captions
+    it then pretrains on. Read only: every caller shares the lists."""
+    return recaption(split_dir, rate, seed=seed, world=world)
+
+
 def ensure_rate_backbone(profile, splits: dict, rate: float, samples: int, progress: bool = True):
     """The organism pretrained for ``samples`` pairs on the pretrain split recaptioned at ``rate``;
     cached under ``artifacts/<profile>/negation_rate/`` by world, config and rate."""
@@ -48,7 +56,7 @@ def ensure_rate_backbone(profile, splits: dict, rate: float, samples: int, progr
     pretrain = splits["pretrain"]
     world_root = pretrain.image_root.parent
     config = dataclasses.replace(profile.pretrain, samples=samples, evaluations=2)
-    captions = recaption(world_root / "pretrain", rate, seed=config.seed, world=profile.world)
+    captions = rate_captions(pretrain.image_root, rate, config.seed, profile.world)
     result = ensure_pretrained(world_root, config, profile.artifacts_dir() / "negation_rate", progress=progress,
                                split=dataclasses.replace(pretrain, captions=captions),
                                key_extra={"negation_rate": rate})

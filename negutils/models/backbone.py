@@ -143,8 +143,10 @@ class Backbone:
         self.model = model.eval()
         # a loaded model's weights never change, so ``encode_text`` keeps each caption's embedding and
         # every scorer and chapter step on it shares them; a wrapper around weights being trained
-        # (pretraining's evaluations, NegFull) must not
+        # (pretraining's evaluations, NegFull) must not. ``image_memo`` is the same for image embeddings,
+        # keyed by (image file, flip-averaged); the scorers on this backbone fill and read it
         self._text_memo: dict[str, torch.Tensor] | None = {} if frozen else None
+        self.image_memo: dict[tuple[str, bool], torch.Tensor] | None = {} if frozen else None
         self.model_name = model_name
         self.tokenizer = tokenizer
         self.report = report

@@ -13,7 +13,8 @@ BENCH_RESULTS = REPO_ROOT / "bench" / "results"
 BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "bench/feature_cache.py",
                  "peakpatch_training": "bench/peakpatch_training.py",
                  "training_free_overhead": "bench/training_free_overhead.py",
-                 "main_job_notebooks": "bench/main_job_profile.py", "main_job_cells": "bench/main_job_profile.py"}
+                 "main_job_notebooks": "bench/main_job_profile.py", "main_job_cells": "bench/main_job_profile.py",
+                 "negation_sweep": "bench/negation_sweep.py", "negation_sweep_verdicts": "bench/negation_sweep.py"}
 
 
 def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
