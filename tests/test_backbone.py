@@ -210,3 +210,17 @@ def test_scorers_on_a_loaded_backbone_share_image_embeddings_keyed_by_file(tiny,
         assert torch.equal(ClipScorer(tiny).image_features(backwards, [last])[0], first[0])
     finally:
         del tiny.encode_images
+
+
+def test_a_caption_cut_at_the_context_length_warns_and_one_that_just_fits_does_not(tiny):
+    import warnings
+
+    n = tiny.context_length - 2                          # tokens left between start and end of text
+    fits, cut = " ".join(["cat"] * n), " ".join(["cat"] * (n + 1))
+    assert len(tiny.tokenizer.encode(fits)) == n
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tiny.tokenize(["a dog", fits])
+    with pytest.warns(UserWarning, match=r"1 caption\(s\) exceed the context length"):
+        tokens = tiny.tokenize([fits, cut, "a dog"])
+    assert tokens.shape == (3, tiny.context_length)

@@ -14,11 +14,15 @@ def test_ratio_summary_collects_every_bench(tmp_path):
         tmp_path / "peakpatch_training.csv")
     pd.DataFrame([{"gallery": 10000, "method": "vanilla", "x vanilla": 1.0},
                   {"gallery": 10000, "method": "KTN", "x vanilla": 12.5}]).to_csv(tmp_path / "training_free_overhead.csv")
+    pd.DataFrame([{"work": "w", "setting": "1 process, 2 threads", "x 1 process, 2 threads": 1.0},
+                  {"work": "w", "setting": "2 processes", "x 1 process, 2 threads": 1.14}]).to_csv(
+        tmp_path / "thread_scaling.csv")
     ratios = ratio_summary(tmp_path).set_index("measure")["ratio"]
     assert ratios["m: dense fp32 vs ragged fp16 tokens"] == 4.7
     assert ratios["KTN vs holistic, 10,000 images"] == 12.5
     assert ratios["m: PeakPatch joint (cached features) vs NegFull"] == 42.0
-    assert len(ratios) == 6   # the denominators themselves are not ratios
+    assert ratios["w: 2 processes vs 1 process, 2 threads"] == 1.14
+    assert len(ratios) == 7   # the denominators themselves are not ratios
 
 
 def test_a_missing_bench_names_its_script(tmp_path):

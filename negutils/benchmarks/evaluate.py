@@ -30,7 +30,7 @@ from ..core.metrics import (
     mean_average_precision,
     pairwise_accuracy,
     pairwise_hits,
-    spearman_rho,
+    spearman_rho_rows,
 )
 from ..models.backbone import Backbone
 from ..world.coco import CocoSplit
@@ -241,7 +241,7 @@ def evaluate_retention(scorer: Scorer, reference: Scorer, queries: pd.DataFrame,
     ours = retrieval_scores(scorer, queries, split, chunk) if scores is None else scores
     ref = retrieval_scores(reference, queries, split, chunk) if reference_scores is None else reference_scores
     positives = _retrieval_positives(queries, split)
-    rhos = [spearman_rho(a, b) for a, b in zip(ours.astype(np.float64), ref.astype(np.float64))]
+    rhos = spearman_rho_rows(ours, ref)
     hits = np.concatenate([best_ranks_of_sets(ours[k:k + chunk], positives[k:k + chunk]) < 5
                            for k in range(0, len(queries), chunk)]).astype(float)
     if items is not None:

@@ -112,6 +112,42 @@ def spearman_rho(a, b) -> float:
     return float((rx * ry).sum() / denom) if denom > 0 else float("nan")
 
 
+def spearman_rho_rows(a, b, chunk: int = 256) -> np.ndarray:
+    """``spearman_rho`` of each row of ``a`` [Q, N] with the same row of ``b``, as array operations
+    over blocks of ``chunk`` rows (retention compares every query's gallery scores: one Python
+    call per query cost more than the scoring)."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 2 or x.shape[1] < 2:
+        raise ValueError(f"spearman_rho_rows needs two [Q, N] arrays of one shape, N >= 2; got {x.shape} and {y.shape}")
+    out = np.empty(len(x))
+    for start in range(0, len(x), chunk):
+        rx, ry = _average_ranks_rows(x[start:start + chunk]), _average_ranks_rows(y[start:start + chunk])
+        rx -= rx.mean(axis=1, keepdims=True)
+        ry -= ry.mean(axis=1, keepdims=True)
+        denom = np.sqrt((rx ** 2).sum(axis=1) * (ry ** 2).sum(axis=1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + chunk] = np.where(denom > 0, (rx * ry).sum(axis=1) / denom, np.nan)
+    return out
+
+
+def _average_ranks_rows(x: np.ndarray) -> np.ndarray:
+    """``_average_ranks`` of every row: each element's tie group runs from the last group start at
+    or before it to the first group end at or after it, found by running max / min along the row."""
+    q, n = x.shape
+    order = np.argsort(x, axis=1, kind="mergesort")
+    xs = np.take_along_axis(x, order, axis=1)
+    new = np.ones((q, n), dtype=bool)
+    new[:, 1:] = np.diff(xs, axis=1) != 0          # a NaN difference starts a group, as in _average_ranks
+    position = np.arange(n)
+    starts = np.maximum.accumulate(np.where(new, position, 0), axis=1)
+    last = np.ones((q, n), dtype=bool)
+    last[:, :-1] = new[:, 1:]
+    ends = np.minimum.accumulate(np.where(last, position + 1, n)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty((q, n))
+    np.put_along_axis(ranks, order, (starts + ends + 1) / 2.0, axis=1)
+    return ranks
+
+
 def _average_ranks(x: np.ndarray) -> np.ndarray:
     """1-based ranks, tied values sharing the mean of their positions (no loop over tie groups)."""
     order = np.argsort(x, kind="mergesort")

@@ -175,13 +175,16 @@ class Backbone:
 
     def tokenize(self, captions: Sequence[str]) -> torch.Tensor:
         captions = list(captions)
+        tokens = self.tokenizer(captions)
         encode = getattr(self.tokenizer, "encode", None)
         if encode is not None:
-            too_long = [c for c in captions if len(encode(c)) + 2 > self.context_length]
+            # only a row with no padding left can have been cut, so only those are encoded again to count
+            filled = (tokens != 0).all(dim=1).tolist()
+            too_long = [c for c, full in zip(captions, filled) if full and len(encode(c)) + 2 > self.context_length]
             if too_long:
                 warnings.warn(f"{len(too_long)} caption(s) exceed the context length {self.context_length} and are "
                               f"truncated, e.g. {too_long[0]!r}", stacklevel=2)
-        return self.tokenizer(captions).to(self.device)
+        return tokens.to(self.device)
 
     @torch.no_grad()
     def encode_text(self, captions: Sequence[str], batch_size: int = 256) -> torch.Tensor:

@@ -14,7 +14,8 @@ BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "benc
                  "peakpatch_training": "bench/peakpatch_training.py",
                  "training_free_overhead": "bench/training_free_overhead.py",
                  "main_job_notebooks": "bench/main_job_profile.py", "main_job_cells": "bench/main_job_profile.py",
-                 "negation_sweep": "bench/negation_sweep.py", "negation_sweep_verdicts": "bench/negation_sweep.py"}
+                 "negation_sweep": "bench/negation_sweep.py", "negation_sweep_verdicts": "bench/negation_sweep.py",
+                 "thread_scaling": "bench/thread_scaling.py"}
 
 
 def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
@@ -49,6 +50,10 @@ def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
         if r["method"] != method_label("vanilla"):
             rows.append(("query latency", f"{r['method']} vs holistic, {r['gallery']:,} images", r["x vanilla"],
                          "seconds over holistic cosine's"))
+    cores = read_bench("thread_scaling", folder)
+    for r in cores.to_dict("records")[1:]:
+        rows.append(("cores", f"{r['work']}: {r['setting']} vs 1 process, 2 threads", r["x 1 process, 2 threads"],
+                     "samples/s over one 2-thread process's"))
     return pd.DataFrame(rows, columns=["area", "measure", "ratio", "ratio of"])
 
 
