@@ -178,8 +178,9 @@ class Backbone:
         tokens = self.tokenizer(captions)
         encode = getattr(self.tokenizer, "encode", None)
         if encode is not None:
-            # only a row with no padding left can have been cut, so only those are encoded again to count
-            filled = (tokens != 0).all(dim=1).tolist()
+            # a cut row ends in the end-of-text token where a shorter one ends in padding (0), so only rows
+            # with a token in the last position are encoded again to count
+            filled = (tokens[:, -1] != 0).tolist()
             too_long = [c for c, full in zip(captions, filled) if full and len(encode(c)) + 2 > self.context_length]
             if too_long:
                 warnings.warn(f"{len(too_long)} caption(s) exceed the context length {self.context_length} and are "
