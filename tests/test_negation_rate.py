@@ -79,3 +79,30 @@ def test_verdicts_follow_their_rules():
     assert v["PeakPatch's gain tracks the height of the LCD peak"] == "reproduced"
     assert v["scarce negation in pretraining causes negation blindness"] == "not reproduced"
     assert v["post-hoc corrections help less as the negation rate rises"] == "not reproduced"
+
+
+def test_the_features_of_a_rate_are_keyed_by_its_pretraining_run_not_the_rate(tmp_path):
+    import dataclasses
+    from pathlib import Path
+
+    from negutils.config import get_profile
+    from negutils.experiments.negation_rate import rate_session
+    from negutils.models.pretrain import PretrainResult
+    from negutils.session import Session, checkpoint_identity
+
+    base = Session(get_profile("smoke"), {}, None, "", "world-key")
+    with pytest.raises(ValueError, match="no backbone_key"):
+        base.features_key
+
+    def run(name):
+        return PretrainResult(Path(tmp_path / name / "model.pt"), None, None, 1.0, 1.0)
+
+    pilot, full = rate_session(base, None, 0.05, run("backbone-aaa")), rate_session(base, None, 0.05, run("backbone-bbb"))
+    assert pilot.features_key != full.features_key           # one rate, two budgets: two caches
+    assert pilot.features_key.startswith("world-key|") and "backbone-aaa" in pilot.features_key
+    weights = tmp_path / "w.pt"
+    weights.write_bytes(b"12345")
+    first = checkpoint_identity(weights)
+    weights.write_bytes(b"123456")                            # rewritten in place: another backbone
+    assert checkpoint_identity(weights) != first
+    assert dataclasses.replace(base, backbone_key="ViT-B-32/openai").features_key == "world-key|ViT-B-32/openai"

@@ -63,10 +63,11 @@ def ensure_rate_backbone(profile, splits: dict, rate: float, samples: int, progr
     return load_pretrained(result), result
 
 
-def rate_session(session, backbone, rate: float):
-    """``session`` with another backbone and a data key that keeps its caches apart."""
+def rate_session(session, backbone, rate: float, result):
+    """``session`` with the backbone pretrained at ``rate``, its caches keyed by that pretraining run
+    (so the pilot's model and the full budget's at one rate never share features)."""
     return dataclasses.replace(session, backbone=backbone, pretrained_label=f"negation rate {rate:g}",
-                               data_key=f"{session.data_key}:negation-rate={rate:g}")
+                               backbone_key=f"negbook-pretrain:{Path(result.checkpoint).parent.name}")
 
 
 def _mcq_subset(mcq: pd.DataFrame, n: int) -> pd.DataFrame:
@@ -159,11 +160,13 @@ def run_rate(session, bench, rate: float, samples: int, settings: NegationRateSe
 
 
     backbone, result = ensure_rate_backbone(session.profile, session.splits, rate, samples, progress)
-    cache = Path(result.checkpoint).parent / f"measures-{config_hash({'settings': settings, 'v': 1})}.json"
+    # v2: the v1 measurements keyed PeakPatch's feature cache by rate only, so a full-budget run
+    # at a pilot's rate reused the pilot model's features
+    cache = Path(result.checkpoint).parent / f"measures-{config_hash({'settings': settings, 'v': 2})}.json"
     if cache.exists():
         return json.loads(cache.read_text())
     started = time.perf_counter()
-    rated = rate_session(session, backbone, rate)
+    rated = rate_session(session, backbone, rate, result)
     measures, lcd = frozen_measures(rated, bench, settings)
     gains = method_gains(rated, bench, settings, lcd.choice, progress=progress)
     out = {"rate": rate, "samples": samples, "pretrain seconds": result.seconds,

@@ -124,12 +124,12 @@ def joint_peakpatch_scorer(session, layers=None, progress: bool = True,
     prof = session.profile
     layers = layers or load_layer_choice(prof)
     root = prof.artifacts_dir() / "features"
-    data = prepare_negation_data(session.backbone, session.splits["negtrain"], session.data_key, root,
+    data = prepare_negation_data(session.backbone, session.splits["negtrain"], session.features_key, root,
                                  progress=progress)
     if max_images is not None:
         data = data.subset(list(data.train_images[:max_images]) + list(data.held_images))
     features = TextFeatures(extract_text_features(session.backbone, data.captions, layers.l_p, layers.l_a, root,
-                                                  session.data_key, progress=progress))
+                                                  session.features_key, progress=progress))
     config = PeakPatchConfig.from_settings(prof.peakpatch, protocol="negbench", **load_design(prof))
     model, _ = ensure_peakpatch(features, data, config, prof.artifacts_dir() / "peakpatch", progress)
     return build_scorer("peakpatch_joint", session.backbone, model, layers.l_p, layers.l_a)
