@@ -76,7 +76,8 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
         model = load_backbone(prof.backbone, prof.pretrained, checkpoint=checkpoint, device=device)
         label = str(checkpoint or prof.pretrained)
         data_key = f"{prof.dataset}:" + ",".join(f"{n}={len(s)}" for n, s in sorted(splits.items()))
-        backbone_key = f"{model.model_name}/" + (checkpoint_identity(checkpoint) if checkpoint else str(prof.pretrained))
+        weights = checkpoint_identity(checkpoint) if checkpoint else (prof.pretrained or "random-init-seed0")
+        backbone_key = f"{model.model_name}/{weights}"
     return Session(prof, splits, model, label, data_key, run, backbone_key)
 
 

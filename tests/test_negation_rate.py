@@ -97,7 +97,8 @@ def test_the_features_of_a_rate_are_keyed_by_its_pretraining_run_not_the_rate(tm
     def run(name):
         return PretrainResult(Path(tmp_path / name / "model.pt"), None, None, 1.0, 1.0)
 
-    pilot, full = rate_session(base, None, 0.05, run("backbone-aaa")), rate_session(base, None, 0.05, run("backbone-bbb"))
+    pilot = rate_session(base, None, 0.05, run("backbone-aaa"))
+    full = rate_session(base, None, 0.05, run("backbone-bbb"))
     assert pilot.features_key != full.features_key           # one rate, two budgets: two caches
     assert pilot.features_key.startswith("world-key|") and "backbone-aaa" in pilot.features_key
     weights = tmp_path / "w.pt"
