@@ -269,15 +269,20 @@ def test_ecn_single_query_attention_equals_torch_multihead_attention():
 
 def test_negation_data_is_built_once_per_split_and_each_backbone_gets_its_own_images(trained_setup, tmp_path,
                                                                                        monkeypatch):
+    import dataclasses
+
     from negutils.methods import prepare_negation_data, training_data
     from negutils.models import load_backbone
 
     backbone, split, data, _ = trained_setup
     built = []
-    monkeypatch.setattr(training_data, "build_negation_data", lambda *a, **k: built.append(a) or None)
+    monkeypatch.setattr(training_data, "build_negation_data", lambda *a, **k: built.append(a) or data)
     other = load_backbone("negbook-tiny", seed=1)                  # another model, same split: no rebuild
     again = prepare_negation_data(other, split, "tiny:seed1", tmp_path, held_out=0.2, progress=False)
     assert built == [] and again.captions == data.captions and again.negmcq is data.negmcq
     assert not torch.equal(again.images, data.images)              # its own embeddings, the first copy's kept
     assert torch.equal(data.images, prepare_negation_data(backbone, split, "tiny:seed0", tmp_path, held_out=0.2,
                                                           progress=False).images)
+    recaptioned = dataclasses.replace(split, captions=[list(c) for c in split.captions])   # same folder, new object
+    prepare_negation_data(backbone, recaptioned, "tiny:seed0", tmp_path, held_out=0.2, progress=False)
+    assert len(built) == 1 and built[0][0] is recaptioned

@@ -462,16 +462,18 @@ def protocol_view(data: NegationData, protocol: str | Protocol, images=None) -> 
 def prepare_negation_data(backbone, split: CocoSplit, backbone_label: str, feature_root, seed: int = 0,
                           held_out: float = 0.1, progress: bool = True) -> NegationData:
     """``build_negation_data`` with the split's image embeddings attached (cached on disk). The
-    data depends on the split and seed only, so a process builds it once for every backbone (chapter
-    07 asks once per negation rate); each call gets its own copy to attach embeddings to."""
-    key = (str(split.image_root), split.name, tuple(split.image_ids), seed, held_out)
+    data depends on the split and seed only, so a process builds it once per split object for every
+    backbone (chapter 07 asks once per negation rate); each call gets its own copy to attach
+    embeddings to. The key is the split object itself (kept alive here, so its id is never reused):
+    two splits that share a folder may differ in captions, and a recaptioned split must not alias."""
+    key = (id(split), seed, held_out)
     if key not in _NEGATION_DATA:
-        _NEGATION_DATA[key] = build_negation_data(split, seed=seed, held_out=held_out)
+        _NEGATION_DATA[key] = (split, build_negation_data(split, seed=seed, held_out=held_out))
     images = ensure_image_features(backbone, split, backbone_label, feature_root, progress=progress)
-    return dataclasses.replace(_NEGATION_DATA[key], images=images)
+    return dataclasses.replace(_NEGATION_DATA[key][1], images=images)
 
 
-_NEGATION_DATA: dict[tuple, NegationData] = {}
+_NEGATION_DATA: dict[tuple, tuple[CocoSplit, NegationData]] = {}
 
 
 # ----------------------------------------------------------------------------- the two losses both methods share
