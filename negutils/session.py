@@ -71,7 +71,7 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
         run = ensure_pretrained(splits["pretrain"].image_root.parent, prof.pretrain, prof.artifacts_dir(),
                                 progress=progress)
         model, label = load_pretrained(run), "negbook-pretrain"
-        data_key, backbone_key = prof.world.key(), f"negbook-pretrain:{Path(run.checkpoint).parent.name}"
+        data_key, backbone_key = prof.world.key(), pretraining_key(run)
     else:
         model = load_backbone(prof.backbone, prof.pretrained, checkpoint=checkpoint, device=device)
         label = str(checkpoint or prof.pretrained)
@@ -79,6 +79,11 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
         weights = checkpoint_identity(checkpoint) if checkpoint else (prof.pretrained or "random-init-seed0")
         backbone_key = f"{model.model_name}/{weights}"
     return Session(prof, splits, model, label, data_key, run, backbone_key)
+
+
+def pretraining_key(run: PretrainResult) -> str:
+    """An organism's ``backbone_key``: its pretraining run (the folder named by the run's config hash)."""
+    return f"negbook-pretrain:{Path(run.checkpoint).parent.name}"
 
 
 def checkpoint_identity(path: str | os.PathLike) -> str:

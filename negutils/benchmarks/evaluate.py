@@ -59,14 +59,13 @@ class ClipScorer:
 
     def image_features(self, split: CocoSplit, indices) -> torch.Tensor:
         indices = np.asarray(indices, dtype=int)
-        keys = [(str(split.image_path(int(i))), self.flip_average) for i in indices]
-        todo = sorted({int(i) for i, key in zip(indices, keys) if key not in self._images})
+        key_of = {int(i): (str(split.image_path(int(i))), self.flip_average) for i in indices}
+        todo = sorted(i for i, key in key_of.items() if key not in self._images)
         if todo:
             feats = self.backbone.encode_images(split.images(todo), flip_average=self.flip_average,
                                                 batch_size=self.batch_size, progress=len(todo) > 2000)
-            for i, f in zip(todo, feats):
-                self._images[(str(split.image_path(i)), self.flip_average)] = f
-        return torch.stack([self._images[key] for key in keys])
+            self._images.update(zip((key_of[i] for i in todo), feats))
+        return torch.stack([self._images[key_of[int(i)]] for i in indices])
 
     def text_features(self, captions: Sequence[str]) -> torch.Tensor:
         todo = sorted({c for c in captions if c not in self._text})

@@ -38,7 +38,7 @@ from ..methods.registry import build_scorer, joint_peakpatch_scorer, method_labe
 from ..models.backbone import load_backbone
 from ..models.pretrain import ensure_pretrained, load_pretrained
 from ..report.verdicts import Claim, judge
-from ..session import Session, load_splits
+from ..session import Session, load_splits, pretraining_key
 from ..world.recaption import recaption
 
 
@@ -67,7 +67,7 @@ def rate_session(session, backbone, rate: float, result):
     """``session`` with the backbone pretrained at ``rate``, its caches keyed by that pretraining run
     (so the pilot's model and the full budget's at one rate never share features)."""
     return dataclasses.replace(session, backbone=backbone, pretrained_label=f"negation rate {rate:g}",
-                               backbone_key=f"negbook-pretrain:{Path(result.checkpoint).parent.name}")
+                               backbone_key=pretraining_key(result))
 
 
 def _mcq_subset(mcq: pd.DataFrame, n: int) -> pd.DataFrame:
