@@ -30,16 +30,16 @@ class Session:
     pretrained_label: str       # "negbook-pretrain", an open_clip tag, or a checkpoint path
     data_key: str               # identifies the data the benchmarks are built from
     pretraining: PretrainResult | None = None   # the organism's run (history, evaluations); None for a real model
-    backbone_key: str = ""      # identifies the backbone's weights (a pretraining run, a tag, a checkpoint)
 
     @property
     def features_key(self) -> str:
-        """What every cache of the backbone's outputs is keyed by: the data and the weights. The data
-        alone would hand one backbone's cached features to another (another tag, another pretraining
-        budget, another negation rate)."""
-        if not self.backbone_key:
-            raise ValueError(f"session on {self.pretrained_label!r} has no backbone_key: its features cannot be cached")
-        return f"{self.data_key}|{self.backbone_key}"
+        """What every cache of the backbone's outputs is keyed by: the data and the weights (the
+        backbone's own key, so replacing the backbone replaces it). The data alone would hand one
+        backbone's cached features to another (another tag, pretraining budget or negation rate)."""
+        if not self.backbone.key:
+            raise ValueError(f"the backbone of session {self.pretrained_label!r} has no key (it wraps weights "
+                             "being trained, not loaded by load_backbone): its features cannot be cached")
+        return f"{self.data_key}|{self.backbone.key}"
 
     @property
     def dataset(self) -> str:
@@ -71,27 +71,12 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
         run = ensure_pretrained(splits["pretrain"].image_root.parent, prof.pretrain, prof.artifacts_dir(),
                                 progress=progress)
         model, label = load_pretrained(run), "negbook-pretrain"
-        data_key, backbone_key = prof.world.key(), pretraining_key(run)
+        data_key = prof.world.key()
     else:
         model = load_backbone(prof.backbone, prof.pretrained, checkpoint=checkpoint, device=device)
         label = str(checkpoint or prof.pretrained)
         data_key = f"{prof.dataset}:" + ",".join(f"{n}={len(s)}" for n, s in sorted(splits.items()))
-        weights = checkpoint_identity(checkpoint) if checkpoint else (prof.pretrained or "random-init-seed0")
-        backbone_key = f"{model.model_name}/{weights}"
-    return Session(prof, splits, model, label, data_key, run, backbone_key)
-
-
-def pretraining_key(run: PretrainResult) -> str:
-    """An organism's ``backbone_key``: its pretraining run (the folder named by the run's config hash)."""
-    return f"negbook-pretrain:{Path(run.checkpoint).parent.name}"
-
-
-def checkpoint_identity(path: str | os.PathLike) -> str:
-    """A local weights file as a cache key: its resolved path, size and modification time (a file
-    rewritten in place is another backbone)."""
-    resolved = Path(path).expanduser().resolve()
-    stat = resolved.stat()
-    return f"{resolved}:{stat.st_size}:{stat.st_mtime_ns}"
+    return Session(prof, splits, model, label, data_key, run)
 
 
 def load_splits(profile: Profile, names: tuple[str, ...] | None = None, coco_root: str | os.PathLike | None = None,

@@ -81,29 +81,33 @@ def test_verdicts_follow_their_rules():
     assert v["post-hoc corrections help less as the negation rate rises"] == "not reproduced"
 
 
-def test_the_features_of_a_rate_are_keyed_by_its_pretraining_run_not_the_rate(tmp_path):
-    import dataclasses
-    from pathlib import Path
+def test_features_are_keyed_by_the_backbone_itself_so_replacing_it_replaces_the_key(tmp_path):
+    import os
 
     from negutils.config import get_profile
     from negutils.experiments.negation_rate import rate_session
-    from negutils.models.pretrain import PretrainResult
-    from negutils.session import Session, checkpoint_identity
+    from negutils.models.backbone import Backbone, checkpoint_identity, load_backbone, save_checkpoint
+    from negutils.session import Session
 
-    base = Session(get_profile("smoke"), {}, None, "", "world-key")
-    with pytest.raises(ValueError, match="no backbone_key"):
-        base.features_key
+    untrained = load_backbone("negbook-tiny")
+    assert untrained.key == "negbook-tiny/random-init-seed0"
+    assert load_backbone("negbook-tiny", seed=3).key == "negbook-tiny/random-init-seed3"
+    pilot_file = save_checkpoint(untrained.model, tmp_path / "pilot" / "model.pt", "negbook-tiny")
+    full_file = save_checkpoint(untrained.model, tmp_path / "full" / "model.pt", "negbook-tiny")
+    pilot, full = load_backbone(checkpoint=pilot_file), load_backbone(checkpoint=full_file)
+    assert pilot.key == f"negbook-tiny/{checkpoint_identity(pilot_file)}" and str(pilot_file.resolve()) in pilot.key
 
-    def run(name):
-        return PretrainResult(Path(tmp_path / name / "model.pt"), None, None, 1.0, 1.0)
+    base = Session(get_profile("smoke"), {}, untrained, "", "world-key")
+    assert base.features_key == "world-key|negbook-tiny/random-init-seed0"
+    one, two = rate_session(base, pilot, 0.05), rate_session(base, full, 0.05)
+    assert one.features_key != two.features_key != base.features_key     # one rate, two budgets: two caches
+    assert one.features_key.startswith("world-key|") and "pilot" in one.features_key
 
-    pilot = rate_session(base, None, 0.05, run("backbone-aaa"))
-    full = rate_session(base, None, 0.05, run("backbone-bbb"))
-    assert pilot.features_key != full.features_key           # one rate, two budgets: two caches
-    assert pilot.features_key.startswith("world-key|") and "backbone-aaa" in pilot.features_key
-    weights = tmp_path / "w.pt"
-    weights.write_bytes(b"12345")
-    first = checkpoint_identity(weights)
-    weights.write_bytes(b"123456")                            # rewritten in place: another backbone
-    assert checkpoint_identity(weights) != first
-    assert dataclasses.replace(base, backbone_key="ViT-B-32/openai").features_key == "world-key|ViT-B-32/openai"
+    stat = os.stat(pilot_file)
+    pilot_file.write_bytes(pilot_file.read_bytes() + b"\0")              # rewritten in place: another backbone
+    os.utime(pilot_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert checkpoint_identity(pilot_file) != pilot.key.split("/", 1)[1]
+
+    training = Backbone(untrained.model, "negbook-tiny", untrained.tokenizer, untrained.report)
+    with pytest.raises(ValueError, match="has no key"):
+        Session(get_profile("smoke"), {}, training, "pretraining", "world-key").features_key

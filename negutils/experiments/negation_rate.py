@@ -38,7 +38,7 @@ from ..methods.registry import build_scorer, joint_peakpatch_scorer, method_labe
 from ..models.backbone import load_backbone
 from ..models.pretrain import ensure_pretrained, load_pretrained
 from ..report.verdicts import Claim, judge
-from ..session import Session, load_splits, pretraining_key
+from ..session import Session, load_splits
 from ..world.recaption import recaption
 
 
@@ -63,11 +63,10 @@ def ensure_rate_backbone(profile, splits: dict, rate: float, samples: int, progr
     return load_pretrained(result), result
 
 
-def rate_session(session, backbone, rate: float, result):
-    """``session`` with the backbone pretrained at ``rate``, its caches keyed by that pretraining run
-    (so the pilot's model and the full budget's at one rate never share features)."""
-    return dataclasses.replace(session, backbone=backbone, pretrained_label=f"negation rate {rate:g}",
-                               backbone_key=pretraining_key(result))
+def rate_session(session, backbone, rate: float):
+    """``session`` with the backbone pretrained at ``rate``; its caches follow the backbone's key (its
+    checkpoint), so the pilot's model and the full budget's at one rate never share features."""
+    return dataclasses.replace(session, backbone=backbone, pretrained_label=f"negation rate {rate:g}")
 
 
 def _mcq_subset(mcq: pd.DataFrame, n: int) -> pd.DataFrame:
@@ -166,7 +165,7 @@ def run_rate(session, bench, rate: float, samples: int, settings: NegationRateSe
     if cache.exists():
         return json.loads(cache.read_text())
     started = time.perf_counter()
-    rated = rate_session(session, backbone, rate, result)
+    rated = rate_session(session, backbone, rate)
     measures, lcd = frozen_measures(rated, bench, settings)
     gains = method_gains(rated, bench, settings, lcd.choice, progress=progress)
     out = {"rate": rate, "samples": samples, "pretrain seconds": result.seconds,

@@ -139,8 +139,11 @@ class Backbone:
     """An open_clip model with its tokenizer and preprocessing, frozen in eval mode."""
 
     def __init__(self, model: torch.nn.Module, model_name: str, tokenizer, report: LoadReport,
-                 device: str | torch.device = "cpu", frozen: bool = False):
+                 device: str | torch.device = "cpu", frozen: bool = False, key: str = ""):
         self.model = model.eval()
+        # what caches of this backbone's outputs are keyed by (``load_backbone`` sets it from the weights'
+        # source); "" for a wrapper around weights being trained, whose outputs are never cached
+        self.key = key
         # a loaded model's weights never change, so ``encode_text`` keeps each caption's embedding and
         # every scorer and chapter step on it shares them; a wrapper around weights being trained
         # (pretraining's evaluations, NegFull) must not. ``image_memo`` is the same for image embeddings,
@@ -380,7 +383,19 @@ def load_backbone(model_name: str | None = None, pretrained: str | None = None, 
         n_loaded = len(model.state_dict())
     report = LoadReport(model_name, source, n_loaded, sum(p.numel() for p in model.parameters()),
                         quick_gelu, notes)
-    return Backbone(model, model_name, get_tokenizer(model_name), report, device, frozen=True)
+    weights_id = (checkpoint_identity(path) if checkpoint is not None else pretrained if pretrained is not None
+                  else f"random-init-seed{seed}")
+    variant = ("+quickgelu" if quick_gelu else "") + ("" if precision == "fp32" else f"+{precision}")
+    key = f"{model_name}{variant}/{weights_id}"
+    return Backbone(model, model_name, get_tokenizer(model_name), report, device, frozen=True, key=key)
+
+
+def checkpoint_identity(path: str | os.PathLike) -> str:
+    """A local weights file as a cache key: its resolved path, size and modification time (a file
+    rewritten in place is another backbone)."""
+    resolved = Path(path).expanduser().resolve()
+    stat = resolved.stat()
+    return f"{resolved}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def save_checkpoint(model: torch.nn.Module, path: str | os.PathLike, model_name: str,
