@@ -73,6 +73,30 @@ def test_scn_loss_reaches_the_ecn_only_when_not_detached(variant, reaches_ecn):
     assert (grad is not None and grad.abs().sum() > 0) == reaches_ecn
 
 
+def test_a_training_step_is_bitwise_reproducible_on_two_threads():
+    """The loss gathers captions shared by several rows (positives, negatives, MCQ options); a
+    gather by advanced indexing has a backward (index_put_ with accumulate) whose sums come in
+    thread order, so two runs on 2 threads differed in the 8th digit and the models drifted apart
+    over training. index_select's backward (index_add_) does not depend on the threads."""
+    n, d, rng = 512, 256, np.random.default_rng(0)         # large enough that the old gather split over threads
+    layout = {"captions": np.arange(n), "positives": rng.integers(0, n, 256), "negatives": rng.integers(0, n, 256),
+              "mcq": rng.integers(0, n, (128, 4)), "mcq_rows": np.arange(128), "mcq_correct": np.zeros(128, int)}
+    images = F.normalize(torch.randn(256, d, generator=torch.Generator().manual_seed(1)), dim=-1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        grads = []
+        for _ in range(3):
+            torch.manual_seed(0)
+            model = PeakPatch(d, d, "joint", dropout=0.1)
+            batch = random_batch(n, width=d, dim=d)
+            losses(model, batch, images, layout, PeakPatchConfig(lambda_scn=1.0))["total"].backward()
+            grads.append([p.grad.clone() for p in model.parameters()])
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) and torch.equal(a, c) for a, b, c in zip(*grads))
+
+
 def test_ecn_is_the_identity_at_init_unless_asked_otherwise():
     b = random_batch()
     args = ("final", "eos_lp", "eos_la", "tokens", "mask")

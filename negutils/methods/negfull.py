@@ -61,11 +61,13 @@ def negfull_loss(backbone: Backbone, images: torch.Tensor, text: torch.Tensor, b
     embedded[needed] = F.normalize(backbone.text_tower.encode_by_length(text[needed]), dim=-1).float()
     scale = model.logit_scale.exp()
     zero = torch.zeros((), requires_grad=False)
-    loss_clip = contrastive_loss(img, embedded[np.concatenate([batch["positives"], batch["negatives"]])], scale) \
-        if alpha > 0 else zero
+    # index_select, not advanced indexing: its backward adds repeated rows in a fixed order whatever the threads
+    rows = torch.from_numpy(np.concatenate([batch["positives"], batch["negatives"]]).astype(np.int64))
+    loss_clip = contrastive_loss(img, embedded.index_select(0, rows), scale) if alpha > 0 else zero
     if alpha < 1 and len(batch["mcq_rows"]):
-        opt = torch.from_numpy(batch["mcq"])
-        scores = (img[torch.from_numpy(batch["mcq_rows"])][:, None, :] * embedded[opt]).sum(-1)
+        opt = torch.from_numpy(batch["mcq"].astype(np.int64))
+        image = img.index_select(0, torch.from_numpy(batch["mcq_rows"].astype(np.int64)))[:, None, :]
+        scores = (image * embedded.index_select(0, opt.reshape(-1)).reshape(*opt.shape, -1)).sum(-1)
         loss_mcq = mcq_loss(scores, batch["mcq_correct"], scale)
     else:
         loss_mcq = zero

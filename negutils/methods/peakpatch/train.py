@@ -85,11 +85,13 @@ def losses(model: PeakPatch, features: dict, images: torch.Tensor, batch: dict, 
     out = {}
     if model.ecn is not None:
         columns = torch.from_numpy(np.concatenate([batch["positives"], batch["negatives"]]))
-        out["ecn"] = contrastive_loss(images, corrected[columns], config.logit_scale)
+        # index_select, not advanced indexing: its backward adds repeated rows in a fixed order whatever the
+        # threads (advanced indexing's did not, and two runs drifted apart; tested)
+        out["ecn"] = contrastive_loss(images, corrected.index_select(0, columns), config.logit_scale)
     if model.scn is not None and len(batch["mcq_rows"]):
         opt = torch.from_numpy(batch["mcq"])
         image = images[torch.from_numpy(batch["mcq_rows"])][:, None, :].expand(-1, 4, -1)   # [Q, 4, d]
-        options_text = model.scn_view(corrected)[opt]
+        options_text = model.scn_view(corrected).index_select(0, opt.reshape(-1)).reshape(*opt.shape, -1)
         delta = model.delta(options_text, features["proj_lp"][opt], image)
         scores = (image * options_text).sum(-1) + delta
         out["scn"] = mcq_loss(scores, batch["mcq_correct"], config.scn_logit_scale) + \
