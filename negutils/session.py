@@ -76,6 +76,7 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
         model = load_backbone(prof.backbone, prof.pretrained, checkpoint=checkpoint, device=device)
         label = str(checkpoint or prof.pretrained)
         data_key = f"{prof.dataset}:" + ",".join(f"{n}={len(s)}" for n, s in sorted(splits.items()))
+    model.keep_on_disk(prof.artifacts_dir() / "outputs")      # the chapters share what it encodes
     return Session(prof, splits, model, label, data_key, run)
 
 

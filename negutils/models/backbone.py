@@ -22,9 +22,14 @@ from open_clip.transform import PreprocessCfg, image_transform_v2
 from PIL import Image
 from tqdm.auto import tqdm
 
-from ..core.cache import atomic_save
+from ..core.cache import atomic_save, config_hash
 from . import weights
+from .memo import DiskMemo
 from .weights import LoadReport
+
+# bump when what the encoders compute for a caption changes (tokenisation, pooling): the disk memos
+# of every backbone are then written afresh
+OUTPUTS_VERSION = 1
 
 PROJECT_CONFIG_DIR = Path(__file__).parent / "model_configs"
 _registered = False
@@ -150,6 +155,7 @@ class Backbone:
         # keyed by (image file, flip-averaged); the scorers on this backbone fill and read it
         self._text_memo: dict[str, torch.Tensor] | None = {} if frozen else None
         self.image_memo: dict[tuple[str, bool], torch.Tensor] | None = {} if frozen else None
+        self.disk_folder: Path | None = None        # set by ``keep_on_disk``
         self.model_name = model_name
         self.tokenizer = tokenizer
         self.report = report
@@ -160,6 +166,21 @@ class Backbone:
         self.image_size = pcfg.size if isinstance(pcfg.size, int) else pcfg.size[0]
         self._mean = torch.tensor(pcfg.mean).view(1, 3, 1, 1)
         self._std = torch.tensor(pcfg.std).view(1, 3, 1, 1)
+
+    def keep_on_disk(self, root: str | os.PathLike) -> Path:
+        """Keep this frozen backbone's per-caption outputs (text embeddings here, PeakPatch's taps in
+        its scorer) under ``root``, in a folder named by the backbone's key, so a later process (the
+        next chapter) reads them instead of encoding the same captions again."""
+        if self._text_memo is None or not self.key:
+            raise ValueError(f"only a frozen backbone loaded by load_backbone can keep its outputs on disk "
+                             f"({self.model_name!r} has key {self.key!r})")
+        self.disk_folder = Path(root) / f"backbone-{config_hash([self.key, OUTPUTS_VERSION])}"
+        self.disk_folder.mkdir(parents=True, exist_ok=True)
+        (self.disk_folder / "backbone.txt").write_text(self.key + "\n")
+        memo = DiskMemo(self.disk_folder / "text")
+        memo.update(self._text_memo)
+        self._text_memo = memo
+        return self.disk_folder
 
     @property
     def n_layers(self) -> int:

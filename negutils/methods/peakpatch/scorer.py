@@ -7,6 +7,7 @@ from typing import Sequence
 import torch
 
 from ...benchmarks.evaluate import ClipScorer
+from ...models.memo import DiskMemo
 from .model import PeakPatch
 
 
@@ -18,17 +19,19 @@ class PeakTaps:
 
     def __init__(self, backbone, l_p: int, l_a: int, batch_size: int = 256):
         self.backbone, self.l_p, self.l_a, self.batch_size = backbone, l_p, l_a, batch_size
-        self._store: dict[str, tuple[torch.Tensor, ...]] = {}
+        folder = getattr(backbone, "disk_folder", None)          # on disk when the backbone keeps its outputs there
+        self._store: dict[str, tuple[torch.Tensor, ...]] = \
+            DiskMemo(folder / f"taps-lp{l_p}-la{l_a}", fields=5) if folder else {}
 
     def _tap(self, captions: list[str]) -> None:
         taps = self.backbone.encode_text_layers(captions, token_layers=sorted({self.l_p, self.l_a}),
                                                 batch_size=self.batch_size)
         rows = torch.arange(len(captions))
         eos_lp, eos_la = taps.tokens[self.l_p][rows, taps.eos_index], taps.tokens[self.l_a][rows, taps.eos_index]
-        for j, caption in enumerate(captions):
-            n = int(taps.mask[j].sum())
-            self._store[caption] = (taps.final[j].half(), taps.layer(self.l_p)[j].half(), eos_lp[j].half(),
-                                    eos_la[j].half(), taps.tokens[self.l_p][j, :n].half())
+        lengths = taps.mask.sum(1).tolist()
+        self._store.update((caption, (taps.final[j].half(), taps.layer(self.l_p)[j].half(), eos_lp[j].half(),
+                                      eos_la[j].half(), taps.tokens[self.l_p][j, :lengths[j]].half()))
+                           for j, caption in enumerate(captions))
 
     def batch(self, captions: Sequence[str]) -> dict:
         """The feature batch ``PeakPatch.corrected`` takes, float32, tokens padded and masked."""

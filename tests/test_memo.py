@@ -1,0 +1,74 @@
+"""What a frozen backbone computes per caption is kept on disk and read by the next process: the
+memo round-trips exactly, a damaged chunk is reported and recomputed, and a second backbone with the
+same key encodes nothing."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from negutils.models.memo import DiskMemo
+
+
+def test_a_memo_round_trips_ragged_fields_exactly(tmp_path):
+    memo = DiskMemo(tmp_path, fields=2)
+    memo.update({"a cat": (torch.tensor([1.0, 2.0]), torch.ones(3, 4, dtype=torch.float16)),
+                 "no dog": (torch.tensor([3.0, 4.0]), torch.full((1, 4), 0.5, dtype=torch.float16))})
+    memo.update(zip(["a kite"], [(torch.tensor([5.0, 6.0]), torch.zeros(7, 4, dtype=torch.float16))]))
+    memo.update({"a cat": (torch.zeros(2), torch.zeros(1, 4))})          # known: neither replaced nor written
+    assert len(list(tmp_path.glob("chunk-*.npz"))) == 2
+    again = DiskMemo(tmp_path, fields=2)
+    assert sorted(again) == ["a cat", "a kite", "no dog"]
+    for caption, (first, tokens) in memo.items():
+        assert torch.equal(again[caption][0], first) and torch.equal(again[caption][1], tokens)
+        assert again[caption][1].dtype == torch.float16 and again[caption][1].shape == tokens.shape
+
+    single = DiskMemo(tmp_path / "text")
+    single.update(zip(["x", "y"], torch.eye(2)))
+    assert torch.equal(DiskMemo(tmp_path / "text")["y"], torch.tensor([0.0, 1.0]))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "rows"])
+def test_a_damaged_chunk_is_reported_deleted_and_its_captions_recomputed(tmp_path, damage):
+    memo = DiskMemo(tmp_path)
+    memo.update({"a cat": torch.ones(4), "no dog": torch.zeros(4)})
+    memo.update({"a kite": torch.full((4,), 2.0)})
+    first, second = sorted(tmp_path.glob("chunk-*.npz"), key=lambda p: p.stat().st_mtime_ns)
+    if damage == "truncated":
+        first.write_bytes(first.read_bytes()[:-40])                       # a half-written file
+    else:                                                                 # captions and rows disagree
+        with np.load(first) as blob:
+            arrays = dict(blob)
+        arrays["keys"] = arrays["keys"][:1]
+        np.savez(first, **arrays)
+    with pytest.warns(UserWarning, match=first.name):
+        again = DiskMemo(tmp_path)
+    assert sorted(again) == ["a kite"] and not first.exists() and second.exists()
+
+
+def test_a_second_backbone_with_the_same_key_reads_what_the_first_encoded(tmp_path, monkeypatch):
+    from negutils.methods.peakpatch.scorer import PeakTaps
+    from negutils.models import load_backbone
+    from negutils.models.backbone import Backbone
+
+    first = load_backbone("negbook-tiny")
+    folder = first.keep_on_disk(tmp_path)
+    captions = ["a cat on a table", "there is no dog", "a kite but no bird"]
+    text = first.encode_text(captions)
+    taps = PeakTaps(first, 6, 3).batch(captions)
+
+    second = load_backbone("negbook-tiny")
+    assert second.keep_on_disk(tmp_path) == folder
+    monkeypatch.setattr(Backbone, "_encode_text", lambda *a: pytest.fail("encoded a caption on disk"))
+    monkeypatch.setattr(Backbone, "encode_text_layers", lambda *a, **k: pytest.fail("tapped a caption on disk"))
+    assert torch.equal(second.encode_text(captions), text)
+    assert all(torch.equal(PeakTaps(second, 6, 3).batch(captions)[k], v) for k, v in taps.items())
+    other = load_backbone("negbook-tiny", seed=1)                          # other weights: another folder
+    assert other.keep_on_disk(tmp_path) != folder
+
+    training = Backbone(first.model, "negbook-tiny", first.tokenizer, first.report)
+    with pytest.raises(ValueError, match="only a frozen backbone"):
+        training.keep_on_disk(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DiskMemo(folder / "text")                                          # nothing damaged: no warning
