@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 
@@ -121,18 +123,25 @@ def test_mcq_metrics_by_template_and_wrong_pick_type():
     assert out["wrong_pick_positive"] == 0.5 and out["wrong_pick_negative"] == 0.5 and out["wrong_pick_hybrid"] == 0.0
 
 
-def test_row_wise_spearman_equals_the_one_row_function_with_ties_nan_and_constant_rows():
+def test_row_wise_spearman_equals_the_one_row_function_and_scipy_with_ties_nan_and_constant_rows():
+    from scipy.stats import spearmanr
+
     from negutils.core.metrics import spearman_rho, spearman_rho_rows
 
     rng = np.random.default_rng(0)
     a = rng.integers(0, 6, size=(300, 40)).astype(float)     # many ties per row
     b = rng.normal(size=(300, 40))
     b[::7] = np.round(b[::7], 1)
-    a[5, 3] = np.nan                                         # a NaN row stays NaN, as before
+    a[5, 3] = np.nan        # ranked last, as spearman_rho always has (scipy says NaN; issue 20's to refuse)
     a[9] = 2.0                                               # a constant row has no correlation
     rows = spearman_rho_rows(a, b, chunk=64)                 # several blocks
     one_by_one = np.array([spearman_rho(x, y) for x, y in zip(a, b)])
     assert np.isnan(rows[9]) and np.isnan(one_by_one[9])
     assert np.allclose(rows, one_by_one, atol=1e-12, rtol=0, equal_nan=True)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")                      # scipy warns on the constant row
+        independent = np.array([spearmanr(x, y).statistic for x, y in zip(a, b)])
+    finite = ~np.isnan(a).any(axis=1)
+    assert np.allclose(rows[finite], independent[finite], atol=1e-12, rtol=0, equal_nan=True)
     with pytest.raises(ValueError, match=r"\[Q, N\]"):
         spearman_rho_rows(a[:, :1], b[:, :1])

@@ -106,10 +106,7 @@ def spearman_rho(a, b) -> float:
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
         raise ValueError(f"spearman_rho needs two 1-D arrays of equal length >= 2; got {x.shape} and {y.shape}")
-    rx, ry = _average_ranks(x), _average_ranks(y)
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    denom = np.sqrt((rx ** 2).sum() * (ry ** 2).sum())
-    return float((rx * ry).sum() / denom) if denom > 0 else float("nan")
+    return float(spearman_rho_rows(x[None], y[None])[0])
 
 
 def spearman_rho_rows(a, b, chunk: int = 256) -> np.ndarray:
@@ -137,7 +134,7 @@ def _average_ranks_rows(x: np.ndarray) -> np.ndarray:
     order = np.argsort(x, axis=1, kind="mergesort")
     xs = np.take_along_axis(x, order, axis=1)
     new = np.ones((q, n), dtype=bool)
-    new[:, 1:] = np.diff(xs, axis=1) != 0          # a NaN difference starts a group, as in _average_ranks
+    new[:, 1:] = np.diff(xs, axis=1) != 0          # a NaN difference starts a group
     position = np.arange(n)
     starts = np.maximum.accumulate(np.where(new, position, 0), axis=1)
     last = np.ones((q, n), dtype=bool)
@@ -149,15 +146,8 @@ def _average_ranks_rows(x: np.ndarray) -> np.ndarray:
 
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks, tied values sharing the mean of their positions (no loop over tie groups)."""
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    new = np.r_[True, np.diff(xs) != 0]            # a NaN difference starts a group, as before
-    starts = np.flatnonzero(new)
-    ends = np.r_[starts[1:], len(x)]
-    ranks = np.empty(len(x))
-    ranks[order] = ((starts + ends + 1) / 2.0)[np.cumsum(new) - 1]
-    return ranks
+    """1-based ranks, tied values sharing the mean of their positions (``_average_ranks_rows`` of one row)."""
+    return _average_ranks_rows(x[None])[0]
 
 
 MCQ_TEMPLATES = ("positive", "negative", "hybrid")

@@ -19,7 +19,7 @@ class PeakTaps:
 
     def __init__(self, backbone, l_p: int, l_a: int, batch_size: int = 256):
         self.backbone, self.l_p, self.l_a, self.batch_size = backbone, l_p, l_a, batch_size
-        folder = getattr(backbone, "disk_folder", None)          # on disk when the backbone keeps its outputs there
+        folder = backbone.disk_folder          # on disk when the backbone keeps its outputs there
         self._store: dict[str, tuple[torch.Tensor, ...]] = \
             DiskMemo(folder / f"taps-lp{l_p}-la{l_a}", fields=5) if folder else {}
 
