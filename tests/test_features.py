@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from negutils.models import TextFeatures, extract_text_features, load_backbone, shard_bounds
 
@@ -32,8 +33,13 @@ def test_cache_round_trips_exactly_in_float16(tiny, tmp_path):
         for i in rows:
             real = taps.tokens[5][i][taps.mask[i]].half().numpy()
             assert np.array_equal(cache.tokens(start + i), real) and len(real) == int(taps.eos_index[i]) + 1
-    padded, mask = cache.padded_tokens([0, 2])
-    assert padded.shape[1] == mask.sum(dim=1).max() and not padded[0, mask[0].sum():].any()
+    order = [len(CAPTIONS) - 1, 0, 2, 0, 4]             # across shards, repeated, out of order
+    padded, mask = cache.padded_tokens(order)
+    assert padded.dtype == torch.float32 and padded.shape[1] == mask.sum(dim=1).max()
+    for k, i in enumerate(order):
+        real = torch.from_numpy(cache.tokens(i).astype(np.float32))
+        assert int(mask[k].sum()) == len(real) and mask[k, :len(real)].all()
+        assert torch.equal(padded[k, :len(real)], real) and not padded[k, len(real):].any()
 
 
 def test_changed_layers_or_captions_get_a_new_cache(tiny, tmp_path):
