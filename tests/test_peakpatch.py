@@ -166,6 +166,25 @@ def test_trained_models_are_cached_with_their_history(trained_setup, tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
 
 
+def test_runs_trained_side_by_side_in_workers_equal_runs_trained_here(trained_setup, tmp_path):
+    from negutils.methods import train_variants
+
+    _, _, data, features = trained_setup
+    runs = {v: PeakPatchConfig(variant=v, epochs=2, batch_size=16, lr_ecn=1e-3, lr_scn=1e-3)
+            for v in ("joint", "ecn_only", "scn_only")}
+    runs["joint again"] = runs["joint"]                       # one config under two names trains once
+    threads = torch.get_num_threads()
+    here, history_here = train_variants(features, data, runs, tmp_path / "here", progress=False, workers=1)
+    apart, history_apart = train_variants(features, data, runs, tmp_path / "apart", progress=False, workers=2)
+    assert len(list((tmp_path / "apart").glob("*.pt"))) == 3
+    for name in runs:
+        a, b = here[name].state_dict(), apart[name].state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    columns = [c for c in history_here.columns if c != "samples/s"]
+    pd.testing.assert_frame_equal(history_here[columns], history_apart[columns])
+    assert torch.get_num_threads() == threads            # training's single thread is given back
+
+
 def test_scorer_rows_agree_with_full_scores(trained_setup):
     from negutils.methods import PeakPatchScorer, near_tie_subset
 

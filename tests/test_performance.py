@@ -14,15 +14,30 @@ def test_ratio_summary_collects_every_bench(tmp_path):
         tmp_path / "peakpatch_training.csv")
     pd.DataFrame([{"gallery": 10000, "method": "vanilla", "x vanilla": 1.0},
                   {"gallery": 10000, "method": "KTN", "x vanilla": 12.5}]).to_csv(tmp_path / "training_free_overhead.csv")
-    pd.DataFrame([{"work": "w", "setting": "1 process, 2 threads", "x 1 process, 2 threads": 1.0},
-                  {"work": "w", "setting": "2 processes", "x 1 process, 2 threads": 1.14}]).to_csv(
+    pd.DataFrame([{"work": w, "setting": setting, "x 1 process, 2 threads": ratio}
+                  for w, base in (("w", 1.14), ("v", 1.28))
+                  for setting, ratio in (("1 process, 2 threads", 1.0), ("2 processes", base))]).to_csv(
         tmp_path / "thread_scaling.csv")
     ratios = ratio_summary(tmp_path).set_index("measure")["ratio"]
     assert ratios["m: dense fp32 vs ragged fp16 tokens"] == 4.7
     assert ratios["KTN vs holistic, 10,000 images"] == 12.5
     assert ratios["m: PeakPatch joint (cached features) vs NegFull"] == 42.0
     assert ratios["w: 2 processes vs 1 process, 2 threads"] == 1.14
-    assert len(ratios) == 7   # the denominators themselves are not ratios
+    assert ratios["v: 2 processes vs 1 process, 2 threads"] == 1.28
+    assert len(ratios) == 8   # the denominators themselves are not ratios
+
+
+def test_the_sweep_summary_gives_the_wall_time_of_the_run_that_made_the_table():
+    from negutils.report import sweep_summary
+    from negutils.report.performance import SWEEP_PRETRAINING_WALL
+
+    side_by_side = pd.DataFrame({"samples": [1000, 1000], "pretrain s": [900.0, 900.0], "measure s": [60.0, 60.0],
+                                 SWEEP_PRETRAINING_WALL: [960.0, 960.0], "measure wall s (this run)": [30.0, 30.0]})
+    assert sweep_summary(side_by_side) == ("2 rates at 1,000 pretraining pairs each: 17.0 min wall on this machine: "
+                                           "16.0 min pretraining every rate side by side, then 1.0 min measuring")
+    in_turn = side_by_side.drop(columns=[SWEEP_PRETRAINING_WALL, "measure wall s (this run)"])
+    assert sweep_summary(in_turn) == ("2 rates at 1,000 pretraining pairs each: 32.0 min on this machine, one rate "
+                                      "after the other (30.0 of pretraining)")
 
 
 def test_a_missing_bench_names_its_script(tmp_path):

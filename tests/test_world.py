@@ -17,9 +17,10 @@ def test_at_least_twenty_noun_categories():
     assert all(name.isalpha() and name.islower() for name in CATEGORY_NAMES)
 
 
-def test_same_seed_gives_byte_identical_files(tmp_path, tiny_world_config):
-    a = build_world(tiny_world_config, tmp_path / "a", progress=False)
-    b = build_world(tiny_world_config, tmp_path / "b", progress=False)
+def test_same_seed_gives_byte_identical_files_whether_splits_are_built_in_turn_or_side_by_side(
+        tmp_path, tiny_world_config):
+    a = build_world(tiny_world_config, tmp_path / "a", progress=False, workers=1)
+    b = build_world(tiny_world_config, tmp_path / "b", progress=False, workers=2)
     for split in SPLITS:
         for name in ("instances.json", "captions.json", "pixels.npy"):
             assert (a / split / name).read_bytes() == (b / split / name).read_bytes(), (split, name)

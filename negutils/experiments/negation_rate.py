@@ -28,6 +28,7 @@ from ..benchmarks.evaluate import (
 from ..config import NegationRateSettings
 from ..core.cache import atomic_write_json, config_hash
 from ..core.metrics import spearman_rho
+from ..core.workers import TRAINING_THREADS, WORKERS, run_in_workers, torch_threads
 from ..diagnosis import bag_of_concepts as boc
 from ..diagnosis.collapse import lcd_analysis, peak_with_rising_alignment
 from ..diagnosis.concepts import KTN_TEMPLATES, ConceptBank
@@ -49,18 +50,36 @@ def rate_captions(split_dir: Path, rate: float, seed: int, world) -> list[list[d
     return recaption(split_dir, rate, seed=seed, world=world)
 
 
-def ensure_rate_backbone(profile, splits: dict, rate: float, samples: int, progress: bool = True):
-    """The organism pretrained for ``samples`` pairs on the pretrain split recaptioned at ``rate``;
-    cached under ``artifacts/<profile>/negation_rate/`` by world, config and rate."""
+def rate_pretraining(profile, splits: dict, rate: float, samples: int, progress: bool = True):
+    """The organism pretrained for ``samples`` pairs on the pretrain split recaptioned at ``rate``,
+    on one torch thread whichever process runs it (so the weights do not depend on how many rates
+    train side by side); cached under ``artifacts/<profile>/negation_rate/`` by world, config and
+    rate. Returns the pretraining run (its checkpoint and seconds)."""
 
     pretrain = splits["pretrain"]
-    world_root = pretrain.image_root.parent
     config = dataclasses.replace(profile.pretrain, samples=samples, evaluations=2)
     captions = rate_captions(pretrain.image_root, rate, config.seed, profile.world)
-    result = ensure_pretrained(world_root, config, profile.artifacts_dir() / "negation_rate", progress=progress,
-                               split=dataclasses.replace(pretrain, captions=captions),
-                               key_extra={"negation_rate": rate})
+    with torch_threads(TRAINING_THREADS):
+        return ensure_pretrained(pretrain.image_root.parent, config, profile.artifacts_dir() / "negation_rate",
+                                 progress=progress, split=dataclasses.replace(pretrain, captions=captions),
+                                 key_extra={"negation_rate": rate})
+
+
+def ensure_rate_backbone(profile, splits: dict, rate: float, samples: int, progress: bool = True):
+    """(the frozen backbone, its pretraining run) of ``rate_pretraining``."""
+    result = rate_pretraining(profile, splits, rate, samples, progress)
     return load_pretrained(result), result
+
+
+def _pretrain_rate(profile, splits: dict, samples: int, rate: float) -> None:
+    rate_pretraining(profile, splits, rate, samples, progress=False)
+
+
+def pretrain_rates(session, rates, samples: int, progress: bool = True, workers: int = WORKERS) -> None:
+    """Every rate's organism pretrained (or found cached), ``workers`` rates side by side: two
+    1-thread pretrainings on 2 cores do 1.2x the work of one on two threads."""
+    run_in_workers(_pretrain_rate, (session.profile, session.splits, samples), list(rates), workers,
+                   "pretraining per rate", progress)
 
 
 def rate_session(session, backbone, rate: float):

@@ -51,10 +51,28 @@ def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
             rows.append(("query latency", f"{r['method']} vs holistic, {r['gallery']:,} images", r["x vanilla"],
                          "seconds over holistic cosine's"))
     cores = read_bench("thread_scaling", folder)
-    for r in cores.to_dict("records")[1:]:
+    for r in cores[cores["setting"] != "1 process, 2 threads"].to_dict("records"):
         rows.append(("cores", f"{r['work']}: {r['setting']} vs 1 process, 2 threads", r["x 1 process, 2 threads"],
                      "samples/s over one 2-thread process's"))
     return pd.DataFrame(rows, columns=["area", "measure", "ratio", "ratio of"])
+
+
+SWEEP_PRETRAINING_WALL = "pretraining wall s, all rates side by side (this run)"
+
+
+def sweep_summary(sweep: pd.DataFrame) -> str:
+    """One line on ``bench/negation_sweep.py``'s table: rates, budget, and the wall time of the run
+    that made it (pretraining side by side, then each rate's measurement); a table from before the
+    rates trained side by side gives the recorded seconds of each run, one after the other."""
+    head = f"{len(sweep)} rates at {int(sweep['samples'].iloc[0]):,} pretraining pairs each: "
+    if SWEEP_PRETRAINING_WALL in sweep:
+        pretraining = float(sweep[SWEEP_PRETRAINING_WALL].iloc[0])
+        measuring = float(sweep["measure wall s (this run)"].sum())
+        return (head + f"{(pretraining + measuring) / 60:.1f} min wall on this machine: {pretraining / 60:.1f} min "
+                f"pretraining every rate side by side, then {measuring / 60:.1f} min measuring")
+    made = sweep["pretrain s"] + sweep["measure s"]
+    return (head + f"{made.sum() / 60:.1f} min on this machine, one rate after the other "
+            f"({sweep['pretrain s'].sum() / 60:.1f} of pretraining)")
 
 
 def notebook_times(profiles=("smoke", "cpu", "gpu")) -> pd.DataFrame:

@@ -32,6 +32,7 @@ from PIL import Image, ImageDraw
 from tqdm.auto import tqdm
 
 from ..core.cache import atomic_write_json, build_directory_atomically, config_hash
+from ..core.workers import WORKERS, run_in_workers
 from . import alt_text
 from .glyphs import CATEGORY_NAMES, COLOURS, draw_glyph
 from .grammar import STRUCTURES
@@ -246,11 +247,19 @@ def generate_split(config: WorldConfig, split: str, out_dir: Path, progress: boo
     np.save(out_dir / "pixels.npy", pixels)
 
 
-def build_world(config: WorldConfig, root: str | Path, progress: bool = True) -> Path:
-    """Write every split under ``root`` (atomically: a half-built world never appears)."""
+def _generate(config: WorldConfig, root: Path, split: str) -> None:
+    generate_split(config, split, root / split, progress=False)
+
+
+def build_world(config: WorldConfig, root: str | Path, progress: bool = True, workers: int = WORKERS
+                ) -> Path:
+    """Write every split under ``root`` (atomically: a half-built world never appears). Each split
+    draws from its own random stream, so the splits are built side by side in ``workers`` processes,
+    the largest first (it sets the pace), with the same bytes as one after the other."""
     def build(tmp: Path) -> None:
-        for split in SPLITS:
-            generate_split(config, split, tmp / split, progress=progress)
+        sizes = {split: config.split_spec(split).n_images for split in SPLITS}
+        run_in_workers(_generate, (config, tmp), sorted(SPLITS, key=lambda s: -sizes[s]), workers,
+                       "world splits", progress)
         atomic_write_json(tmp / "world.json", {"config": dataclasses.asdict(config), "key": config.key(),
                                                "categories": list(CATEGORY_NAMES),
                                                "cooccurring_pairs": [list(p) for p in COOCCURRING_PAIRS]})

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from ...core.cache import atomic_save, config_hash
 from ...core.results import read_results
+from ...core.workers import TRAINING_THREADS, WORKERS, run_in_workers, torch_threads
 from ...models.features import TextFeatures
 from ..training_data import (
     NegationData,
@@ -140,7 +141,15 @@ def train_peakpatch(features: TextFeatures, data: NegationData, config: PeakPatc
                     progress: bool = True) -> tuple[PeakPatch, pd.DataFrame]:
     """Train one variant on ``config.protocol``'s data. ``features`` caches ``data.captions``;
     ``data.images`` [n_images, d] holds the split's image embeddings. Returns the best model (by
-    held-out NegMCQ accuracy, epoch 0 being the untrained modules) and the per-epoch history."""
+    held-out NegMCQ accuracy, epoch 0 being the untrained modules) and the per-epoch history.
+    Always on one torch thread, so the weights do not depend on the machine's cores or on how
+    many runs train side by side (``negutils.core.workers``)."""
+    with torch_threads(TRAINING_THREADS):
+        return _train(features, data, config, progress)
+
+
+def _train(features: TextFeatures, data: NegationData, config: PeakPatchConfig, progress: bool
+           ) -> tuple[PeakPatch, pd.DataFrame]:
     if len(features) != len(data.captions):
         raise ValueError(f"the feature cache holds {len(features)} captions, the negation data {len(data.captions)}")
     if data.images is None:
@@ -197,15 +206,20 @@ def train_peakpatch(features: TextFeatures, data: NegationData, config: PeakPatc
     return model, pd.DataFrame(history)
 
 
+def checkpoint_paths(features: TextFeatures, data: NegationData, config: PeakPatchConfig, root) -> tuple[Path, Path]:
+    """Where ``config`` trained on these features and data keeps its weights and its history."""
+    key = config_hash({"features": features.folder.name, "config": asdict(config), "captions": len(data.captions),
+                       "train": data.train_images.tolist(), "held": data.held_images.tolist()})
+    path = Path(root) / f"peakpatch-{config.variant}-{config.protocol}-{key}.pt"
+    return path, path.with_suffix(".history.csv")
+
+
 def ensure_peakpatch(features: TextFeatures, data: NegationData, config: PeakPatchConfig, root,
                      progress: bool = True) -> tuple[PeakPatch, pd.DataFrame]:
     """Train ``config`` once and keep its weights and history under ``root``, keyed by the feature
     cache, the data and the config; later runs and chapters (KTN and LCSE on ECN embeddings) load
     them instead of retraining."""
-    key = config_hash({"features": features.folder.name, "config": asdict(config), "captions": len(data.captions),
-                       "train": data.train_images.tolist(), "held": data.held_images.tolist()})
-    path = Path(root) / f"peakpatch-{config.variant}-{config.protocol}-{key}.pt"
-    history_path = path.with_suffix(".history.csv")
+    path, history_path = checkpoint_paths(features, data, config, root)
     if path.exists() and history_path.exists():
         model = new_model(features, config)
         model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
@@ -216,9 +230,24 @@ def ensure_peakpatch(features: TextFeatures, data: NegationData, config: PeakPat
     return model, history
 
 
+def _ensure_saved(data: NegationData, root, job: tuple[Path, PeakPatchConfig]) -> None:
+    """A worker's job: one (feature folder, config) trained and saved, unless it already is."""
+    folder, config = job
+    ensure_peakpatch(TextFeatures(folder), data, config, root, progress=False)
+
+
+def train_missing(jobs: list[tuple[TextFeatures, PeakPatchConfig]], data: NegationData, root,
+                  progress: bool = True, workers: int = WORKERS) -> None:
+    """Train every (features, config) not yet saved under ``root``, ``workers`` at a time."""
+    missing = [(f.folder, c) for f, c in jobs if not all(p.exists() for p in checkpoint_paths(f, data, c, root))]
+    run_in_workers(_ensure_saved, (data, root), list(dict.fromkeys(missing)), workers, "PeakPatch runs", progress)
+
+
 def train_variants(features: TextFeatures, data: NegationData, runs: dict[str, PeakPatchConfig], root,
-                   progress: bool = True) -> tuple[dict[str, PeakPatch], pd.DataFrame]:
-    """Every named config (variants, protocols, ablations) on the same features and data."""
+                   progress: bool = True, workers: int = WORKERS) -> tuple[dict[str, PeakPatch], pd.DataFrame]:
+    """Every named config (variants, protocols, ablations) on the same features and data, those not
+    yet saved trained ``workers`` at a time."""
+    train_missing([(features, c) for c in runs.values()], data, root, progress, workers)
     models, histories = {}, []
     for name, config in runs.items():
         models[name], history = ensure_peakpatch(features, data, config, root, progress)
@@ -229,8 +258,9 @@ def train_variants(features: TextFeatures, data: NegationData, runs: dict[str, P
 def layer_sweep(folders: dict, data: NegationData, base: PeakPatchConfig, root, progress: bool = True
                 ) -> pd.DataFrame:
     """Held-out NegMCQ accuracy of the joint model per (l_p, l_a) (PeakPatch Fig. 4)."""
+    train_missing([(TextFeatures(folder), base) for _, folder in sorted(folders.items())], data, root, progress)
     rows = []
-    for (l_p, l_a), folder in tqdm(sorted(folders.items()), desc="layer sweep", disable=not progress):
+    for (l_p, l_a), folder in sorted(folders.items()):
         _, history = ensure_peakpatch(TextFeatures(folder), data, base, root, progress=False)
         rows.append({"l_p": l_p, "l_a": l_a, "held-out MCQ accuracy": history["held-out MCQ accuracy"].max()})
     return pd.DataFrame(rows)
