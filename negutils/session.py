@@ -42,6 +42,12 @@ class Session:
         return f"{self.data_key}|{self.backbone.key}"
 
     @property
+    def outputs_dir(self):
+        """Where the chapters keep what they computed for each other (the backbone's encodings,
+        PeakPatch's taps, parses): ``artifacts/<profile>/outputs``."""
+        return self.profile.artifacts_dir() / "outputs"
+
+    @property
     def dataset(self) -> str:
         return self.profile.dataset
 
@@ -76,8 +82,9 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
         model = load_backbone(prof.backbone, prof.pretrained, checkpoint=checkpoint, device=device)
         label = str(checkpoint or prof.pretrained)
         data_key = f"{prof.dataset}:" + ",".join(f"{n}={len(s)}" for n, s in sorted(splits.items()))
-    model.keep_on_disk(prof.artifacts_dir() / "outputs")      # the chapters share what it encodes
-    return Session(prof, splits, model, label, data_key, run)
+    session = Session(prof, splits, model, label, data_key, run)
+    model.keep_on_disk(session.outputs_dir)      # the chapters share what it encodes
+    return session
 
 
 def load_splits(profile: Profile, names: tuple[str, ...] | None = None, coco_root: str | os.PathLike | None = None,

@@ -72,3 +72,38 @@ def test_a_second_backbone_with_the_same_key_reads_what_the_first_encoded(tmp_pa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DiskMemo(folder / "text")                                          # nothing damaged: no warning
+
+
+def test_image_embeddings_are_kept_on_disk_per_file_and_an_image_replaced_in_place_is_encoded_again(
+        tmp_path, tiny_world, monkeypatch):
+    import os
+
+    from negutils.benchmarks import ClipScorer
+    from negutils.models import load_backbone
+    from negutils.models.backbone import Backbone
+    from negutils.world import load_split
+
+    split = load_split(tiny_world / "val")
+    first = load_backbone("negbook-tiny")
+    first.keep_on_disk(tmp_path)
+    plain, flipped = ClipScorer(first).image_features(split, [0, 1, 2]), \
+        ClipScorer(first, flip_average=True).image_features(split, [2, 0])
+
+    second = load_backbone("negbook-tiny")                                 # the next chapter's process
+    second.keep_on_disk(tmp_path)
+    encode = Backbone.encode_images
+    monkeypatch.setattr(Backbone, "encode_images", lambda *a, **k: pytest.fail("encoded an image on disk"))
+    assert torch.equal(ClipScorer(second).image_features(split, [0, 1, 2]), plain)
+    assert torch.equal(ClipScorer(second, flip_average=True).image_features(split, [2, 0]), flipped)
+
+    path = split.image_path(1)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))            # the file replaced in place
+    encoded = []
+    monkeypatch.setattr(Backbone, "encode_images", lambda self, images, **k: encoded.append(len(images)) or
+                        encode(self, images, **k))
+    try:
+        assert torch.equal(ClipScorer(second).image_features(split, [0, 1, 2]), plain)
+        assert encoded == [1]
+    finally:
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))            # the shared world as it was

@@ -109,3 +109,30 @@ def test_the_parsers_cues_are_the_one_cue_list_by_role():
     from negutils.methods.parsing import PREDICATE_CUES, PREFIX_CUES
 
     assert (PREFIX_CUES | PREDICATE_CUES) - {"nowhere"} <= set(NEGATION_CUES)
+
+
+def test_parses_kept_on_disk_are_read_by_the_next_process_and_a_damaged_chunk_is_parsed_again(tmp_path, monkeypatch):
+    from negutils.methods import keep_parses_on_disk, parse_captions
+    from negutils.methods import parsing
+
+    monkeypatch.setattr(parsing, "_PARSED", {})
+    monkeypatch.setattr(parsing, "_ON_DISK", [])
+    captions = ["A cat but no dog.", "There is no kite in the image.", "A dog next to a table."]
+    folder = keep_parses_on_disk(tmp_path)
+    first = parse_captions(captions[:2])
+    parse_captions(captions)                                   # one new caption: a second chunk
+    chunks = sorted(folder.glob("chunk-*.json"))
+    assert len(chunks) == 2 and folder.name == f"parses-{parsing.parser_key()}"
+
+    monkeypatch.setattr(parsing, "_PARSED", {})               # the next chapter's process
+    monkeypatch.setattr(parsing, "tokenize", lambda *a, **k: pytest.fail("parsed again instead of read"))
+    keep_parses_on_disk(tmp_path)
+    again = parse_captions(captions[:2])
+    assert again == first and all(p.parsed for p in again.values())
+
+    damaged = next(c for c in chunks if captions[0] in json.loads(c.read_text()))
+    damaged.write_text(damaged.read_text()[:20])              # half-written, by a killed process
+    monkeypatch.setattr(parsing, "_PARSED", {})
+    with pytest.warns(UserWarning, match="could not be read"):
+        keep_parses_on_disk(tmp_path)
+    assert not damaged.exists() and set(parsing._PARSED) == {captions[2]}    # the rest is parsed when asked

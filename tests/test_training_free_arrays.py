@@ -3,6 +3,7 @@ gallery's cached image x concept matrix. These tests recompute every score the w
 are written, one caption at a time (eq. 11-14 of KTN, LCSE's score edit), and require the batched
 scores to match to 1e-6, on a gallery, on MCQ-style rows and on pairwise rows."""
 import hashlib
+import json
 
 import numpy as np
 import pytest
@@ -128,3 +129,27 @@ def test_a_replaced_vector_invalidates_its_column():
     first = bank.similarities(feats, ["probe"]).clone()
     bank.add_vector("probe", -torch.ones(D))
     assert torch.allclose(bank.similarities(feats, ["probe"]), -first)
+
+
+def test_single_concept_edits_ride_in_the_cosines_matrix_product(scorers, monkeypatch):
+    """KTN with C+ empty and LCSE's "not A" are folded into the holistic product; only edits that
+    combine concepts per query (KTN with C+, LCSE over several literals) take the elementwise blocks."""
+    ktn, lcse = scorers
+    feats = gallery(300, seed=5)
+    blocks = []
+    for cls in (KtnScorer, LcseScorer):
+        elementwise = cls._edit_block
+        monkeypatch.setattr(cls, "_edit_block", lambda self, shape, *rest, _f=elementwise:
+                            blocks.append((self.name, shape)) or _f(self, shape, *rest))
+    single = ["There is no kite.", "No cat.", "A dog is not present.", "Neither a cat nor a dog."]
+    assert {p.shape for p in ktn._plans(single)} == {(1, 0), (2, 0)}
+    for scorer, by_caption in ((ktn, lambda: ktn_by_caption(ktn, feats, single, pool=300)),
+                               (lcse, lambda: lcse_by_caption(lcse, feats, single[:3]))):
+        captions = single if scorer is ktn else single[:3]
+        assert np.allclose(scorer.score(feats, captions).numpy(), by_caption(), rtol=0, atol=1e-6)
+    assert blocks == []
+    ktn.score(feats, CAPTIONS)
+    lcse.score(feats, CAPTIONS)
+    assert {name for name, _ in blocks} == {"KTN", "LCSE"}
+    assert all(shape[1] > 0 for name, shape in blocks if name == "KTN")
+    assert all(len(literals(json.loads(shape))) > 1 for name, shape in blocks if name == "LCSE")

@@ -16,6 +16,7 @@ task, metrics``) plus the ``split`` they were scored on, right after ``dataset``
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -55,11 +56,11 @@ class ClipScorer:
         self.flip_average, self.batch_size = flip_average, batch_size
         self._text: dict[str, torch.Tensor] = {}
         shared = backbone.image_memo
-        self._images: dict[tuple[str, bool], torch.Tensor] = {} if shared is None else shared
+        self._images: dict[str, torch.Tensor] = {} if shared is None else shared
 
     def image_features(self, split: CocoSplit, indices) -> torch.Tensor:
         indices = np.asarray(indices, dtype=int)
-        key_of = {int(i): (str(split.image_path(int(i))), self.flip_average) for i in indices}
+        key_of = {int(i): image_key(split.image_path(int(i)), self.flip_average) for i in np.unique(indices)}
         todo = sorted(i for i, key in key_of.items() if key not in self._images)
         if todo:
             feats = self.backbone.encode_images(split.images(todo), flip_average=self.flip_average,
@@ -76,6 +77,13 @@ class ClipScorer:
 
     def score(self, image_features: torch.Tensor, captions: Sequence[str]) -> torch.Tensor:
         return image_features @ self.text_features(captions).T
+
+
+def image_key(path: Path, flip_average: bool) -> str:
+    """What an image's embedding is kept under: the file (path, size and modification time, so an
+    image replaced in place is encoded again) and whether its flips are averaged."""
+    stat = Path(path).stat()
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}|{'flip-averaged' if flip_average else 'plain'}"
 
 
 def _check_captions(captions: Sequence[str], where: str) -> None:

@@ -35,6 +35,7 @@ from ..diagnosis.concepts import KTN_TEMPLATES, ConceptBank
 from ..diagnosis.diagnostic import build_diagnostic_set
 from ..diagnosis.dilution import dilution_summary, text_coefficients
 from ..methods.lcse_analysis import calibration_set, fit_on_split
+from ..methods.parsing import keep_parses_on_disk
 from ..methods.registry import build_scorer, joint_peakpatch_scorer, method_label, scorer_dict
 from ..models.backbone import load_backbone
 from ..models.pretrain import ensure_pretrained, load_pretrained
@@ -160,7 +161,9 @@ def organism_session(profile):
 
     world_profile = dataclasses.replace(profile, dataset="embedded", backbone=None, pretrained=None)
     splits = load_splits(world_profile)
-    return Session(world_profile, splits, None, "", world_profile.world.key())
+    session = Session(world_profile, splits, None, "", world_profile.world.key())
+    keep_parses_on_disk(session.outputs_dir)       # the benchmarks' captions: parsed by chapter 04 already
+    return session
 
 
 def sweep_rates(profile, full_sweep: bool) -> tuple[tuple[float, ...], int]:

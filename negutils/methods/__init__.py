@@ -13,7 +13,8 @@ from .lcse_analysis import (ablation_rows, calibration_set, concept_detection_au
                             operator_table, oracle_parses, parser_agreement)
 from .negfull import (NegFullConfig, choose_alpha, finetune_negfull, fit_protocols, held_out_accuracy,
                       negfull_loss)
-from .parsing import fallback_rate, parse_captions, parse_ktn, parse_lcse, parse_table, parser_coverage
+from .parsing import (fallback_rate, keep_parses_on_disk, parse_captions, parse_ktn, parse_lcse, parse_table,
+                      parser_coverage)
 from .peakpatch.analysis import (PROTOCOL_TASKS, attention_by_token_type, correction_summary, embedding_map,
                                  gallery_offsets, mcq_table, near_tie_subset, near_tie_table,
                                  polarity_separation, protocol_findings, protocol_table, score_corrections)
@@ -40,7 +41,8 @@ __all__ = ["TextFeatures", "dense_bytes", "extract_layer_sweep", "extract_text_f
            "joint_peakpatch_scorer", "layer_sweep", "lcse_correction", "logic_probability", "losses",
            "mcq_accuracy", "mcq_table", "mentioned", "method", "method_id", "method_label", "near_tie_subset", "near_tie_table",
            "negfull_loss", "operator_table", "oracle_parses", "pairwise_evidence", "parameter_count",
-           "parse_captions", "parse_ktn", "parse_lcse", "parse_table", "parser_agreement", "parser_coverage",
+           "keep_parses_on_disk", "parse_captions", "parse_ktn", "parse_lcse", "parse_table", "parser_agreement",
+           "parser_coverage",
            "polarity_separation", "power_mean", "prepare_negation_data", "protocol_findings",
            "protocol_table", "protocol_view", "rejection_score", "remove_directions", "run_plan",
            "scn_candidates", "score_corrections", "train_peakpatch", "train_variants"]

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from ..core.cache import config_hash
 from ..core.stats import sigmoid
 from ..diagnosis.concepts import ConceptBank
-from .parsed_scorer import EditPlan, ParsedTextScorer
+from .parsed_scorer import EditPlan, Fold, ParsedTextScorer
 from .parsing import CaptionParse
 
 KAPPA = 50.0
@@ -184,6 +184,21 @@ class KtnScorer(ParsedTextScorer):
 
     def _edit_values(self, shape, slots, pool):
         return -self.weight(pool) * self._rejection(shape, slots)
+
+    def _fold(self, plan, image_features, pool):
+        """With C+ empty, eq. 13 is a sum of one column per negated concept,
+        sigm(kappa (alpha_c(i) - tau(i))), the same for every query that negates c: a ``Fold``."""
+        n_neg, n_pos = plan.shape
+        if n_pos:
+            return None
+        return Fold(derived=tuple((("rejection", c, plan.concepts[-1]), -self.weight(pool))
+                                  for c in plan.concepts[:n_neg]))
+
+    def _derived_column(self, image_features, key):
+        _, concept, reference = key
+        columns = self.bank.columns(image_features, [concept, reference])
+        alpha = torch.from_numpy(self.bank.matrix[:, columns])
+        return alpha[:, 0].sub(alpha[:, 1]).mul_(self.kappa).sigmoid_()      # as _edit_block computes it
 
     def _edit_block(self, shape, rows, slot_columns, pool):
         """eq. 13-14 for a block of images in float32 with in-place torch operations (the float64

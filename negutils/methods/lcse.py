@@ -27,7 +27,7 @@ from ..benchmarks.evaluate import image_index
 from ..core.logic import literals
 from ..core.stats import sigmoid
 from ..diagnosis.concepts import ConceptBank
-from .parsed_scorer import EditPlan, ParsedTextScorer
+from .parsed_scorer import EditPlan, Fold, ParsedTextScorer
 
 LCSE_TEMPLATES = ("{a_c}", "a photo of {a_c}")
 GAMMA = {"AND": -1.0, "OR": 10.0, "SINGLE": 1.0, "NONE": 1.0}
@@ -107,6 +107,17 @@ class LcseScorer(ParsedTextScorer):
     def _edit_values(self, shape, slots, pool):
         return lcse_correction(json.loads(shape), {str(k): s for k, s in enumerate(slots)},
                                self.calibration.mu, self.calibration.beta)
+
+    def _fold(self, plan, image_features, pool):
+        """"not A" (one negated literal): -2 (s_A - mu) = image . (-2 e_A) + 2 mu, a ``Fold``, where the
+        closed form holds on this gallery (the same range test as ``_edit_block``)."""
+        if _flat_literals(plan.shape) != ((0, True),):
+            return None
+        mu, beta = self.calibration.mu, self.calibration.beta
+        low, high = self.bank.column_range(self.bank.columns(image_features, plan.concepts))
+        if max(beta * (high.max() - mu), beta * (mu - low.min())) > Z_EXACT:
+            return None
+        return Fold(vector=-2.0 * self.bank.vectors(plan.concepts)[0].float(), constant=2.0 * mu)
 
     def _edit_block(self, shape, rows, slot_columns, pool):
         """Flat parses under AND (or with one literal) in closed form, in float32. With

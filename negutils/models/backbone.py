@@ -152,9 +152,9 @@ class Backbone:
         # a loaded model's weights never change, so ``encode_text`` keeps each caption's embedding and
         # every scorer and chapter step on it shares them; a wrapper around weights being trained
         # (pretraining's evaluations, NegFull) must not. ``image_memo`` is the same for image embeddings,
-        # keyed by (image file, flip-averaged); the scorers on this backbone fill and read it
+        # keyed by the image file and whether flips are averaged; the scorers on this backbone fill and read it
         self._text_memo: dict[str, torch.Tensor] | None = {} if frozen else None
-        self.image_memo: dict[tuple[str, bool], torch.Tensor] | None = {} if frozen else None
+        self.image_memo: dict[str, torch.Tensor] | None = {} if frozen else None
         self.disk_folder: Path | None = None        # set by ``keep_on_disk``
         self.model_name = model_name
         self.tokenizer = tokenizer
@@ -168,18 +168,19 @@ class Backbone:
         self._std = torch.tensor(pcfg.std).view(1, 3, 1, 1)
 
     def keep_on_disk(self, root: str | os.PathLike) -> Path:
-        """Keep this frozen backbone's per-caption outputs (text embeddings here, PeakPatch's taps in
+        """Keep this frozen backbone's outputs (text and image embeddings here, PeakPatch's taps in
         its scorer) under ``root``, in a folder named by the backbone's key, so a later process (the
-        next chapter) reads them instead of encoding the same captions again."""
+        next chapter) reads them instead of encoding the same captions and images again."""
         if self._text_memo is None or not self.key:
             raise ValueError(f"only a frozen backbone loaded by load_backbone can keep its outputs on disk "
                              f"({self.model_name!r} has key {self.key!r})")
         self.disk_folder = Path(root) / f"backbone-{config_hash([self.key, OUTPUTS_VERSION])}"
         self.disk_folder.mkdir(parents=True, exist_ok=True)
         (self.disk_folder / "backbone.txt").write_text(self.key + "\n")
-        memo = DiskMemo(self.disk_folder / "text")
-        memo.update(self._text_memo)
-        self._text_memo = memo
+        text, images = DiskMemo(self.disk_folder / "text"), DiskMemo(self.disk_folder / "images")
+        text.update(self._text_memo)
+        images.update(self.image_memo)
+        self._text_memo, self.image_memo = text, images
         return self.disk_folder
 
     @property
