@@ -23,6 +23,7 @@ import pandas as pd
 
 from .config import REPO_ROOT, get_profile
 from .core.cache import atomic_save
+from .report.performance import BENCH_RESULTS
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BOOK_DIR = REPO_ROOT / "book"
@@ -132,9 +133,9 @@ def _minutes(seconds: float) -> str:
 
 
 def progress_line(finished: str, seconds: float, elapsed: float, remaining: list[str],
-                  last_times: dict[str, float]) -> str:
+                  last_times: dict[str, float], basis: str = "their last recorded times") -> str:
     """The line printed after each chapter: its time, the run's elapsed time and an estimate for
-    the chapters still to run from their last recorded times (naming those never timed)."""
+    the chapters still to run from ``last_times`` (naming those never timed), read from ``basis``."""
     known = [last_times[n] for n in remaining if n in last_times]
     unknown = [n for n in remaining if n not in last_times]
     line = f"[negbook] {finished} done in {_minutes(seconds)}; elapsed {_minutes(elapsed)}"
@@ -143,7 +144,7 @@ def progress_line(finished: str, seconds: float, elapsed: float, remaining: list
     line += f"; {len(remaining)} to go"
     if not known:       # a first run: an estimate of "0 s" would be a plausible wrong number
         return line + ", none timed before, so no estimate yet"
-    line += f", about {_minutes(sum(known))} by their last recorded times"
+    line += f", about {_minutes(sum(known))} by {basis}"
     if unknown:
         line += f" (no recorded time for {', '.join(unknown)}, so at least that)"
     return line
@@ -157,6 +158,17 @@ def last_recorded_times(times_csv: Path) -> dict[str, float]:
     return dict(zip(frame["notebook"], frame["seconds"].astype(float)))
 
 
+def measured_times(profile: str) -> dict[str, float]:
+    """{notebook: seconds} of the profile's run committed in ``bench/results/main_job_notebooks.csv``
+    (a fresh clone's estimate before it has timed anything itself; empty when there is none)."""
+    path = BENCH_RESULTS / "main_job_notebooks.csv"
+    if not path.exists():
+        return {}
+    frame = pd.read_csv(path)
+    frame = frame[frame["profile"] == profile]
+    return dict(zip(frame["notebook"], frame["seconds"].astype(float)))
+
+
 def run(profile: str, only: list[str] | None = None, parameters: dict | None = None,
         book_out: Path | None = None, build: bool = True) -> dict:
     prof = get_profile(profile)
@@ -166,16 +178,19 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
     times = []
     times_csv = artifacts / "results" / "notebook_times.csv"
     sources = notebook_sources(only)
-    last_times = last_recorded_times(times_csv)
+    last_times, basis, when = last_recorded_times(times_csv), "their last recorded times", "last time"
+    if not last_times:          # a fresh clone: the committed measurement of a whole run, said so
+        last_times, basis, when = measured_times(profile), "bench/results/main_job_notebooks.csv's run", \
+            "in the committed measurement"
     started = time.perf_counter()
     for k, source in enumerate(sources):
         output = stage / CHAPTER_DIR / f"{source.stem}.ipynb"
-        last = f", {_minutes(last_times[source.stem])} last time" if source.stem in last_times else ""
+        last = f", {_minutes(last_times[source.stem])} {when}" if source.stem in last_times else ""
         print(f"[negbook] executing {source.name} (profile {profile}{last})", flush=True)
         seconds = execute_notebook(source, output, params)
         times.append({"profile": profile, "notebook": source.stem, "seconds": round(seconds, 2)})
         print(progress_line(source.stem, seconds, time.perf_counter() - started,
-                            [s.stem for s in sources[k + 1:]], last_times), flush=True)
+                            [s.stem for s in sources[k + 1:]], last_times, basis), flush=True)
         # after every notebook, so a later chapter (the performance appendix) sees this run's times
         _record_times(times_csv, times, keep_others=bool(only))
     out = {"stage": stage, "times": times}

@@ -288,3 +288,14 @@ def test_progress_line_estimates_the_rest_from_the_last_recorded_times(tmp_path)
     assert runner.progress_line("02_c", 45.0, 700.0, [], last).endswith("all chapters executed")
     first_run = runner.progress_line("00_a", 612.0, 615.0, ["01_b"], {})
     assert first_run.endswith("1 to go, none timed before, so no estimate yet") and "about" not in first_run
+
+
+def test_a_fresh_clone_estimates_from_the_committed_measurement_and_says_so():
+    measured = runner.measured_times("cpu")
+    chapters = [p.stem for p in runner.notebook_sources(None)]
+    assert set(measured) == set(chapters) and all(s > 0 for s in measured.values())   # every chapter measured
+    line = runner.progress_line(chapters[0], 600.0, 600.0, chapters[1:], measured,
+                                "bench/results/main_job_notebooks.csv's run")
+    rest = sum(measured[c] for c in chapters[1:])
+    assert f"about {rest / 60:.1f} min by bench/results/main_job_notebooks.csv's run" in line
+    assert runner.measured_times("no-such-profile") == {}

@@ -152,6 +152,24 @@ class ParsedTextScorer:
         """Holistic cosines with every ``Fold`` inside their matrix product, then one array
         expression per remaining plan shape over the gallery's cached image x concept matrix, in
         blocks of images that stay in cache."""
+        scores, groups = self.folded_scores(image_features, captions, pool)
+        if not groups:
+            return scores
+        columns = {shape: self.bank.columns(image_features, [n for plan in plans for n in plan.concepts])
+                   .reshape(len(plans), -1) for shape, (_, plans) in groups.items()}
+        matrix = torch.from_numpy(self.bank.matrix)
+        for shape, (queries, plans) in groups.items():
+            slot_columns, queries = torch.from_numpy(columns[shape]), torch.from_numpy(queries)
+            block = max(256, BLOCK_VALUES // max(1, slot_columns.numel()))
+            for start in range(0, len(scores), block):
+                edit = self._edit_block(shape, matrix[start:start + block], slot_columns, pool)
+                scores[start:start + block].index_add_(1, queries, edit)
+        return scores
+
+    def folded_scores(self, image_features, captions, pool) -> tuple[torch.Tensor, dict]:
+        """The first step of ``_score``: the cosines with every ``Fold`` applied (one matrix product),
+        and the plans left to edit elementwise, grouped by shape. Timed alone by
+        ``bench/training_free_overhead.py`` to show what the elementwise edits cost."""
         text, plans = self.corrected(captions), self._plans(captions)
         folds = [None if plan is None else self._fold(plan, image_features, pool) for plan in plans]
         if any(f is not None for f in folds):
@@ -169,19 +187,7 @@ class ParsedTextScorer:
             scores = extended @ weights.T
         else:
             scores = image_features.float() @ text.T
-        groups = _group_by_shape([plan if fold is None else None for plan, fold in zip(plans, folds)])
-        if not groups:
-            return scores
-        columns = {shape: self.bank.columns(image_features, [n for plan in plans for n in plan.concepts])
-                   .reshape(len(plans), -1) for shape, (_, plans) in groups.items()}
-        matrix = torch.from_numpy(self.bank.matrix)
-        for shape, (queries, plans) in groups.items():
-            slot_columns, queries = torch.from_numpy(columns[shape]), torch.from_numpy(queries)
-            block = max(256, BLOCK_VALUES // max(1, slot_columns.numel()))
-            for start in range(0, len(scores), block):
-                edit = self._edit_block(shape, matrix[start:start + block], slot_columns, pool)
-                scores[start:start + block].index_add_(1, queries, edit)
-        return scores
+        return scores, _group_by_shape([plan if fold is None else None for plan, fold in zip(plans, folds)])
 
     def _edit_block(self, shape, rows: torch.Tensor, slot_columns: torch.Tensor, pool: int) -> torch.Tensor:
         """[B, G] float32 edits of G captions of one ``shape`` on a block of images: ``rows`` is the
