@@ -113,8 +113,9 @@ class ParsedTextScorer:
     def _extended_features(self, image_features: torch.Tensor, keys: Sequence) -> tuple[torch.Tensor, dict]:
         """[I, d + 1 + K + zeros] the gallery's features, a column of ones (for constants) and every
         derived column asked for so far, built once per gallery (grown when a new key appears), with
-        the position of each key. The width is padded with zero columns to a multiple of 8: a matrix
-        product over d + 1 columns took 6% longer than over d + 8 (measured at d = 256)."""
+        the position of each key. The width is padded with zero columns to a multiple of 8, the
+        width the matrix-multiply kernels block by (``bench/training_free_overhead.py``'s "matrix
+        product" column is the cost of the whole product)."""
         gallery, position, extended = self._extended
         if gallery is not image_features:
             gallery, position = image_features, {"ones": image_features.shape[1]}
