@@ -49,29 +49,27 @@ def _call(function: Callable, job) -> object:
 def run_in_workers(function: Callable, shared: tuple, jobs: Sequence, workers: int = WORKERS,
                    desc: str = "runs", progress: bool = True) -> list:
     """``function(*shared, job)`` for every job, at most ``workers`` at a time, each in a worker
-    process with one torch thread (``shared`` is handed over once per process); results in job order.
-    With one worker or one job it runs here, with the same single thread, so the numbers do not
-    depend on ``workers``. ``function`` must be importable (module level). A job's failure is raised here once the
-    other jobs have finished, so what they wrote to disk is kept."""
+    process with one torch thread (``shared`` is handed over once per process); results in job
+    order. With one worker or one job it runs here, on the same single thread, so the numbers do
+    not depend on ``workers``. ``function`` must be importable (module level). A job's failure is
+    raised here once the other jobs have finished, so what they wrote to disk is kept."""
     jobs = list(jobs)
-    bar = tqdm(total=len(jobs), desc=desc, disable=not progress or not jobs)
-    if workers <= 1 or len(jobs) <= 1:
-        results = []
-        with torch_threads(TRAINING_THREADS):
-            for job in jobs:
-                results.append(function(*shared, job))
+    with tqdm(total=len(jobs), desc=desc, disable=not progress or not jobs) as bar:
+        if workers <= 1 or len(jobs) <= 1:
+            results = []
+            with torch_threads(TRAINING_THREADS):
+                for job in jobs:
+                    results.append(function(*shared, job))
+                    bar.update()
+            return results
+        results = [None] * len(jobs)
+        # fork, as torch's DataLoader workers do, and one thread in the child (what makes a fork after
+        # OpenMP safe); spawn would re-run a script without a __main__ guard, and cannot run from stdin
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context, initializer=_start_worker,
+                                 initargs=(shared,)) as pool:
+            futures = {pool.submit(_call, function, job): k for k, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
                 bar.update()
-        bar.close()
         return results
-    results: list = [None] * len(jobs)
-    # fork, as torch's DataLoader workers do, and one thread in the child (what makes a fork after
-    # OpenMP safe); spawn would re-run a script without a __main__ guard, and cannot run from stdin
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context, initializer=_start_worker,
-                             initargs=(shared,)) as pool:
-        futures = {pool.submit(_call, function, job): k for k, job in enumerate(jobs)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            bar.update()
-    bar.close()
-    return results
