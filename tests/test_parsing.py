@@ -116,7 +116,7 @@ def test_parses_kept_on_disk_are_read_by_the_next_process_and_a_damaged_chunk_is
     from negutils.methods import parsing
 
     monkeypatch.setattr(parsing, "_PARSED", {})
-    monkeypatch.setattr(parsing, "_ON_DISK", [])
+    monkeypatch.setattr(parsing, "_ON_DISK", None)
     captions = ["A cat but no dog.", "There is no kite in the image.", "A dog next to a table."]
     folder = keep_parses_on_disk(tmp_path)
     first = parse_captions(captions[:2])

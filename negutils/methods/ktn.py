@@ -70,6 +70,12 @@ def rejection_penalty(negated: Sequence[np.ndarray], affirmed: Sequence[np.ndarr
     return p
 
 
+def _sigmoid_term(alpha: torch.Tensor, tau: torch.Tensor, kappa: float) -> torch.Tensor:
+    """sigm(kappa (alpha_c(i) - tau(i))) of eq. 13 in float32, in place on ``alpha`` (a fresh tensor):
+    one expression for the elementwise blocks and the folded columns, so both round alike."""
+    return alpha.sub_(tau).mul_(kappa).sigmoid_()
+
+
 class HolisticScorer(ParsedTextScorer):
     """Plain cosine with another text encoder (e.g. PeakPatch's ECN embedding without its SCN)."""
 
@@ -198,7 +204,7 @@ class KtnScorer(ParsedTextScorer):
         _, concept, reference = key
         columns = self.bank.columns(image_features, [concept, reference])
         alpha = torch.from_numpy(self.bank.matrix[:, columns])
-        return alpha[:, 0].sub(alpha[:, 1]).mul_(self.kappa).sigmoid_()      # as _edit_block computes it
+        return _sigmoid_term(alpha[:, 0].clone(), alpha[:, 1], self.kappa)
 
     def _edit_block(self, shape, rows, slot_columns, pool):
         """eq. 13-14 for a block of images in float32 with in-place torch operations (the float64
@@ -209,8 +215,8 @@ class KtnScorer(ParsedTextScorer):
         else:
             tau = rows[:, int(slot_columns[0, -1])].unsqueeze(1)         # every caption's reference column
 
-        def term(slot: int) -> torch.Tensor:                               # sigm(kappa (alpha_c(i) - tau(i)))
-            return rows.index_select(1, slot_columns[:, slot]).sub_(tau).mul_(self.kappa).sigmoid_()
+        def term(slot: int) -> torch.Tensor:
+            return _sigmoid_term(rows.index_select(1, slot_columns[:, slot]), tau, self.kappa)
 
         penalty = sum(term(k) for k in range(n_neg))
         if n_pos == 1:

@@ -113,11 +113,16 @@ class LcseScorer(ParsedTextScorer):
         closed form holds on this gallery (the same range test as ``_edit_block``)."""
         if _flat_literals(plan.shape) != ((0, True),):
             return None
-        mu, beta = self.calibration.mu, self.calibration.beta
-        low, high = self.bank.column_range(self.bank.columns(image_features, plan.concepts))
-        if max(beta * (high.max() - mu), beta * (mu - low.min())) > Z_EXACT:
+        if self._saturates(self.bank.columns(image_features, plan.concepts)):
             return None
-        return Fold(vector=-2.0 * self.bank.vectors(plan.concepts)[0].float(), constant=2.0 * mu)
+        return Fold(vector=-2.0 * self.bank.vectors(plan.concepts)[0].float(), constant=2.0 * self.calibration.mu)
+
+    def _saturates(self, columns) -> bool:
+        """Whether some |beta (s - mu)| on these bank columns exceeds Z_EXACT, where the closed
+        forms leave the float64 expression's precision."""
+        mu, beta = self.calibration.mu, self.calibration.beta
+        low, high = self.bank.column_range(columns)
+        return max(beta * (high.max() - mu), beta * (mu - low.min())) > Z_EXACT
 
     def _edit_block(self, shape, rows, slot_columns, pool):
         """Flat parses under AND (or with one literal) in closed form, in float32. With
@@ -128,8 +133,7 @@ class LcseScorer(ParsedTextScorer):
         block takes the float64 expression, so the scores equal it to 1e-6 (tested)."""
         literals_ = _flat_literals(shape)
         mu, beta = self.calibration.mu, self.calibration.beta
-        low, high = self.bank.column_range(slot_columns.unique().numpy())
-        if literals_ is None or max(beta * (high.max() - mu), beta * (mu - low.min())) > Z_EXACT:
+        if literals_ is None or self._saturates(slot_columns.unique().numpy()):
             return super()._edit_block(shape, rows, slot_columns, pool)
         z = [rows.index_select(1, slot_columns[:, k]).sub_(mu).mul_(beta) for k in range(slot_columns.shape[1])]
         if len(literals_) == 1:

@@ -455,7 +455,7 @@ def _unique(names: Iterable[str]) -> list[str]:
 
 
 _PARSED: dict[str, CaptionParse] = {}      # the default pipeline's parses, shared by every scorer of the process
-_ON_DISK: list[Path] = []                  # where they are also kept, when a chapter asked (keep_parses_on_disk)
+_ON_DISK: Path | None = None               # where they are also kept, when a chapter asked (keep_parses_on_disk)
 
 
 def parser_key() -> str:
@@ -471,6 +471,7 @@ def keep_parses_on_disk(root: str | Path) -> Path:
     and those already there are read: each chapter runs in its own process, and this way a caption
     is parsed once for the whole book. A chunk that does not load is reported, deleted and parsed
     again."""
+    global _ON_DISK
     folder = Path(root) / f"parses-{parser_key()}"
     for chunk in sorted(folder.glob("chunk-*.json")):
         try:
@@ -478,7 +479,7 @@ def keep_parses_on_disk(root: str | Path) -> Path:
         except (OSError, ValueError, TypeError) as err:
             warnings.warn(f"{chunk} could not be read ({err}); deleted, its captions will be parsed again")
             chunk.unlink(missing_ok=True)
-    _ON_DISK[:] = [folder]
+    _ON_DISK = folder
     return folder
 
 
@@ -493,9 +494,9 @@ def parse_captions(captions: Sequence[str], nlp="default") -> dict[str, CaptionP
     if todo:
         new = {c: parse_tokens(c, toks) for c, toks in zip(todo, tokenize(todo, nlp))}
         _PARSED.update(new)
-        for folder in _ON_DISK:
+        if _ON_DISK is not None:
             text = json.dumps({c: asdict(p) for c, p in new.items()}, sort_keys=True)
-            atomic_write_text(folder / f"chunk-{config_hash(text)}.json", text)
+            atomic_write_text(_ON_DISK / f"chunk-{config_hash(text)}.json", text)
     return {c: _PARSED[c] for c in distinct}
 
 

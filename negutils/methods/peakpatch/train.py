@@ -258,10 +258,11 @@ def train_variants(features: TextFeatures, data: NegationData, runs: dict[str, P
 def layer_sweep(folders: dict, data: NegationData, base: PeakPatchConfig, root, progress: bool = True
                 ) -> pd.DataFrame:
     """Held-out NegMCQ accuracy of the joint model per (l_p, l_a) (PeakPatch Fig. 4)."""
-    train_missing([(TextFeatures(folder), base) for _, folder in sorted(folders.items())], data, root, progress)
+    features = {pair: TextFeatures(folder) for pair, folder in sorted(folders.items())}
+    train_missing([(f, base) for f in features.values()], data, root, progress)
     rows = []
-    for (l_p, l_a), folder in sorted(folders.items()):
-        _, history = ensure_peakpatch(TextFeatures(folder), data, base, root, progress=False)
+    for (l_p, l_a), f in features.items():
+        _, history = ensure_peakpatch(f, data, base, root, progress=False)
         rows.append({"l_p": l_p, "l_a": l_a, "held-out MCQ accuracy": history["held-out MCQ accuracy"].max()})
     return pd.DataFrame(rows)
 
