@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from negutils.report import ratio_summary, read_bench
+from negutils.report import eager_edit_floor, ratio_summary, read_bench
 
 
 def test_ratio_summary_collects_every_bench(tmp_path):
@@ -73,3 +73,15 @@ def test_main_job_profile_reads_papermill_cell_durations(tmp_path):
     assert ranked["seconds"].tolist() == [10.0, 6.0, 3.0, 1.0]
     with pytest.raises(ValueError, match="code cell 2 has no papermill duration"):
         cell_times(_executed(tmp_path / "02_c.ipynb", [1.0, None]))
+
+
+def test_eager_edit_floor_adds_two_gathers_a_transcendental_and_the_cheaper_accumulation():
+    passes = pd.DataFrame([{"embed dim": 256, "gallery": 10, "pass": name, "x vanilla": x} for name, x in (
+        ("gather one column per query", 0.04), ("sigmoid in place", 0.01), ("log in place", 0.03),
+        ("accumulate (index_add_)", 0.05), ("accumulate (scatter_add_)", 0.02), ("add in place", 0.001))])
+    latency = pd.DataFrame([{"method": m, "embed dim": 256, "gallery": 10, "matrix product x vanilla": 1.05,
+                             "x vanilla": 1.4} for m in ("vanilla", "KTN", "LCSE")])
+    floor = eager_edit_floor(passes, latency).set_index("method")
+    assert floor.loc["KTN", "least elementwise x vanilla"] == pytest.approx(0.08 + 0.01 + 0.02)
+    assert floor.loc["LCSE", "floor x vanilla"] == pytest.approx(1.05 + 0.08 + 0.03 + 0.02)
+    assert (floor["measured x vanilla"] == 1.4).all() and len(floor) == 2

@@ -15,7 +15,7 @@ BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "benc
                  "training_free_overhead": "bench/training_free_overhead.py",
                  "main_job_notebooks": "bench/main_job_profile.py", "main_job_cells": "bench/main_job_profile.py",
                  "negation_sweep": "bench/negation_sweep.py", "negation_sweep_verdicts": "bench/negation_sweep.py",
-                 "thread_scaling": "bench/thread_scaling.py"}
+                 "thread_scaling": "bench/thread_scaling.py", "edit_pass_costs": "bench/edit_pass_costs.py"}
 
 
 def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
@@ -55,6 +55,28 @@ def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
         rows.append(("cores", f"{r['work']}: {r['setting']} vs 1 process, 2 threads", r["x 1 process, 2 threads"],
                      "samples/s over one 2-thread process's"))
     return pd.DataFrame(rows, columns=["area", "measure", "ratio", "ratio of"])
+
+
+def eager_edit_floor(passes: pd.DataFrame, latency: pd.DataFrame) -> pd.DataFrame:
+    """The least latency an unfused (one PyTorch operation per pass) two-concept edit can reach, per
+    embedding width and gallery: each method's measured matrix product (``training_free_overhead``)
+    plus two gathers, one transcendental (KTN's sigmoid, LCSE's log) and the cheaper accumulation
+    (``edit_pass_costs``), all as multiples of holistic scoring, beside the measured total."""
+    cost = passes.pivot_table(index=["embed dim", "gallery"], columns="pass", values="x vanilla")
+    accumulate = cost[[c for c in cost.columns if c.startswith("accumulate")]].min(axis=1)
+    rows = []
+    for method, transcendental in (("KTN", "sigmoid in place"), ("LCSE", "log in place")):
+        elementwise = 2 * cost["gather one column per query"] + cost[transcendental] + accumulate
+        measured = latency[latency["method"] == method].set_index(["embed dim", "gallery"])
+        for (dim, n), extra in elementwise.items():
+            if (dim, n) in measured.index:
+                row = measured.loc[(dim, n)]
+                rows.append({"method": method, "embed dim": dim, "gallery": n,
+                             "matrix product x vanilla": row["matrix product x vanilla"],
+                             "least elementwise x vanilla": extra,
+                             "floor x vanilla": row["matrix product x vanilla"] + extra,
+                             "measured x vanilla": row["x vanilla"]})
+    return pd.DataFrame(rows)
 
 
 SWEEP_PRETRAINING_WALL = "pretraining wall s, all rates side by side (this run)"
