@@ -13,9 +13,8 @@ import os
 from pathlib import Path
 
 from negutils.benchmarks import read_mcq_csv, write_mcq_csv
+from negutils.benchmarks.published import MCQ_FILES
 from negutils.world import md5sum
-
-MCQ_FILES = ("COCO_val_mcq_llama3.1_rephrased.csv", "VOC2007_mcq_llama3.1_rephrased.csv")
 
 
 def main() -> None:
@@ -25,7 +24,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.csv_dir is None:
         raise SystemExit("pass --csv-dir or set $NEGBENCH_CSV_DIR")
-    for name in MCQ_FILES:
+    for name in MCQ_FILES.values():
         src = args.csv_dir / name
         if not src.exists():
             print(f"skip {src}: not present")

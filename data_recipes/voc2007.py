@@ -11,7 +11,7 @@ import os
 import tarfile
 from pathlib import Path
 
-from negutils.world import fetch, md5sum, voc_to_coco, write_json
+from negutils.world import convert_voc, fetch, md5sum
 
 
 def main() -> None:
@@ -22,7 +22,7 @@ def main() -> None:
     if not voc.exists():
         with tarfile.open(fetch("voc2007_test", root / "downloads")) as tf:
             tf.extractall(root, filter="data")
-    out = write_json(voc / "instances_voc2007_test.json", voc_to_coco(voc, "test"))
+    out = convert_voc(voc)
     print(f"{md5sum(out)}  {out}\nexport VOC_ROOT={voc}")
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
+from .benchmarks.published import with_published
 from .benchmarks.suite import Benchmarks, ensure_benchmarks
 from .config import Profile, dataset_root, get_profile
 from .core.results import read_results, write_results
@@ -18,6 +18,7 @@ from .models.backbone import Backbone, load_backbone
 from .models.pretrain import PretrainResult, ensure_pretrained, load_pretrained
 from .world.coco import CocoSplit, load_split
 from .world.generate import SPLITS, ensure_world
+from .world.published import read_coco_val, read_voc_test
 
 __all__ = ["Session", "get_profile", "load_splits", "open_session", "read_results", "write_results"]
 
@@ -52,9 +53,17 @@ class Session:
         return self.profile.dataset
 
     def benchmarks(self, splits: tuple[str, ...] = ("val", "ood")) -> dict[str, Benchmarks]:
-        """Every benchmark of these splits (those the dataset has), built once and cached."""
-        return {s: ensure_benchmarks(self.splits[s], self.profile.benchmarks, self.profile.artifacts_dir(),
-                                     self.data_key) for s in splits if s in self.splits}
+        """Every benchmark of these splits (those the dataset has), built once and cached. On the
+        ``coco`` dataset with ``$NEGBENCH_CSV_DIR`` set, NegBench's published CSVs found there replace
+        the book's own MCQ and retrieval sets (``negutils.benchmarks.published``)."""
+        out = {}
+        for s in (s for s in splits if s in self.splits):
+            bench = ensure_benchmarks(self.splits[s], self.profile.benchmarks, self.profile.artifacts_dir(),
+                                      self.data_key)
+            if self.dataset == "coco" and os.environ.get("NEGBENCH_CSV_DIR"):
+                bench = with_published(bench, dataset_root("NEGBENCH_CSV_DIR"), self.splits[s])
+            out[s] = bench
+        return out
 
     def untrained_backbone(self) -> Backbone:
         """The same architecture with freshly initialised weights: the control for what training did."""
@@ -111,12 +120,8 @@ def load_splits(profile: Profile, names: tuple[str, ...] | None = None, coco_roo
                              "data_recipes/ (VOC2007 for 'ood' with $VOC_ROOT, CC12M negations for 'negtrain')")
         out = {}
         if "val" in wanted:
-            root = dataset_root("COCO_IMAGE_ROOT", coco_root)
-            ann = Path(root) / "annotations"
-            out["val"] = load_split(instances=ann / "instances_val2017.json", captions=ann / "captions_val2017.json",
-                                    image_root=root, name="val")
+            out["val"] = read_coco_val(dataset_root("COCO_IMAGE_ROOT", coco_root))
         if "ood" in wanted:
-            root = dataset_root("VOC_ROOT", voc_root)
-            out["ood"] = load_split(instances=Path(root) / "instances_voc2007_test.json", image_root=root, name="ood")
+            out["ood"] = read_voc_test(dataset_root("VOC_ROOT", voc_root))
         return out
     raise ValueError(f"profile {profile.name!r}: unknown dataset {profile.dataset!r} (embedded or coco)")

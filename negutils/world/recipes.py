@@ -116,6 +116,15 @@ def voc_to_coco(voc_root: str | os.PathLike, image_set: str = "test", include_di
             "annotations": annotations, "categories": categories}
 
 
+VOC_INSTANCES = "instances_voc2007_test.json"
+
+
+def convert_voc(voc_root: str | os.PathLike) -> Path:
+    """``voc_to_coco`` of the test set written to ``<voc_root>/instances_voc2007_test.json``, the file
+    ``load_splits`` reads for the ``ood`` split from ``$VOC_ROOT`` (= ``voc_root``)."""
+    return write_json(Path(voc_root) / VOC_INSTANCES, voc_to_coco(voc_root, "test"))
+
+
 # ----------------------------------------------------------------------------- MSR-VTT
 
 def evenly_spaced_frames(n_frames: int, k: int = 4) -> list[int]:

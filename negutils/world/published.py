@@ -1,0 +1,136 @@
+"""A split of the embedded world written in the *published* layouts of COCO val2017 and VOC2007 test,
+so the readers of real data (``load_splits`` on the ``coco`` dataset, ``voc_to_coco``) run on files
+shaped exactly like the real ones, without a download:
+
+* COCO: ``annotations/instances_val2017.json``, ``annotations/captions_val2017.json`` (the
+  affirmative captions only, with COCO's keys: no negations, no record of what a caption names) and
+  ``val2017/<12-digit id>.jpg``;
+* VOC2007: ``VOCdevkit/VOC2007/JPEGImages/<6-digit id>.jpg``, ``Annotations/<id>.xml`` (1-based
+  inclusive pixel boxes) and ``ImageSets/Main/test.txt``. VOC has 20 fixed classes, so the split's
+  first 20 categories are written as VOC's classes, in order, and objects of the others are left
+  unlabelled (``voc_class_map`` says which is which).
+
+``read_coco_val`` and ``read_voc_test`` read both, real or written here. NegBench's CSVs over
+these files are written by ``negutils.benchmarks.published``."""
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from ..core.cache import atomic_save
+from .coco import CocoSplit, load_split
+from .recipes import VOC_CLASSES, VOC_INSTANCES, VOC_NAMES, write_json
+
+JPEG_QUALITY = 95
+
+
+def read_coco_val(root: str | os.PathLike) -> CocoSplit:
+    """COCO val2017 as the ``val`` split, from the folder ``$COCO_IMAGE_ROOT`` names."""
+    annotations = Path(root) / "annotations"
+    return load_split(instances=annotations / "instances_val2017.json",
+                      captions=annotations / "captions_val2017.json", image_root=Path(root) / "val2017", name="val")
+
+
+def read_voc_test(voc_root: str | os.PathLike) -> CocoSplit:
+    """VOC2007 test as the ``ood`` split, from ``VOCdevkit/VOC2007`` (``$VOC_ROOT``) once
+    ``data_recipes/voc2007.py`` (``convert_voc``) has converted its annotations."""
+    return load_split(instances=Path(voc_root) / VOC_INSTANCES, image_root=voc_root, name="ood")
+
+
+def coco_file_name(image_id: int) -> str:
+    return f"{image_id:012d}.jpg"
+
+
+def voc_file_stem(image_id: int) -> str:
+    return f"{image_id:06d}"
+
+
+def _save_jpeg(image: Image.Image | np.ndarray, path: Path) -> None:
+    image = Image.fromarray(np.asarray(image)) if not isinstance(image, Image.Image) else image
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_save(path, lambda tmp: image.convert("RGB").save(tmp, format="JPEG", quality=JPEG_QUALITY))
+
+
+def _split_images(split: CocoSplit):
+    """Each image of the split as an array or PIL image, one at a time."""
+    images = split.images()
+    for k in range(len(split)):
+        yield images[k]
+
+
+def write_coco_layout(split: CocoSplit, root: str | os.PathLike) -> Path:
+    """``split`` as COCO val2017 under ``root`` (what ``$COCO_IMAGE_ROOT`` points at); returns ``root``."""
+    root = Path(root)
+    category_id = {name: k + 1 for k, name in enumerate(split.categories)}
+    images, annotations, captions = [], [], []
+    for k, image in enumerate(_split_images(split)):
+        image_id = split.image_ids[k]
+        height, width = np.asarray(image).shape[:2]
+        _save_jpeg(image, root / "val2017" / coco_file_name(image_id))
+        images.append({"id": image_id, "file_name": coco_file_name(image_id), "width": width, "height": height,
+                       "license": 1, "coco_url": "", "date_captured": ""})
+        for category, (x, y, w, h) in split.boxes[k]:
+            annotations.append({"id": len(annotations) + 1, "image_id": image_id,
+                                "category_id": category_id[category], "bbox": [x, y, w, h], "area": w * h,
+                                "iscrowd": 0, "segmentation": []})
+        captions += [{"id": len(captions) + 1, "image_id": image_id, "caption": c["caption"]}
+                     for c in split.captions[k] if not c.get("negated")]
+    info = {"description": f"negbook embedded world, split {split.name!r}, in COCO val2017's layout"}
+    write_json(root / "annotations" / "instances_val2017.json",
+               {"info": info, "images": images, "annotations": annotations,
+                "categories": [{"id": i, "name": n, "supercategory": "glyph"} for n, i in category_id.items()]})
+    write_json(root / "annotations" / "captions_val2017.json",
+               {"info": info, "images": images, "annotations": captions})
+    return root
+
+
+def voc_class_map(categories: list[str]) -> dict[str, str]:
+    """World category -> VOC class (VOC's spelling in the XML files) for the first 20 categories."""
+    return dict(zip(categories, VOC_CLASSES))
+
+
+def voc_category_name(voc_class: str) -> str:
+    """The category name ``voc_to_coco`` gives a VOC class."""
+    return VOC_NAMES.get(voc_class, voc_class)
+
+
+def write_voc_layout(split: CocoSplit, root: str | os.PathLike) -> Path:
+    """``split`` as VOC2007 test under ``root``; returns the ``VOCdevkit/VOC2007`` folder."""
+    voc = Path(root) / "VOCdevkit" / "VOC2007"
+    classes = voc_class_map(split.categories)
+    stems = []
+    for k, image in enumerate(_split_images(split)):
+        stem = voc_file_stem(split.image_ids[k])
+        height, width = np.asarray(image).shape[:2]
+        _save_jpeg(image, voc / "JPEGImages" / f"{stem}.jpg")
+        xml = ET.Element("annotation")
+        ET.SubElement(xml, "folder").text = "VOC2007"
+        ET.SubElement(xml, "filename").text = f"{stem}.jpg"
+        size = ET.SubElement(xml, "size")
+        for key, value in (("width", width), ("height", height), ("depth", 3)):
+            ET.SubElement(size, key).text = str(value)
+        ET.SubElement(xml, "segmented").text = "0"
+        for category, (x, y, w, h) in split.boxes[k]:
+            if category not in classes:
+                continue
+            obj = ET.SubElement(xml, "object")
+            for key, value in (("name", classes[category]), ("pose", "Unspecified"), ("truncated", "0"),
+                               ("difficult", "0")):
+                ET.SubElement(obj, key).text = value
+            box = ET.SubElement(obj, "bndbox")
+            x1, y1 = int(round(x)) + 1, int(round(y)) + 1
+            x2, y2 = max(x1, int(round(x + w))), max(y1, int(round(y + h)))
+            for key, value in (("xmin", x1), ("ymin", y1), ("xmax", x2), ("ymax", y2)):
+                ET.SubElement(box, key).text = str(value)
+        path = voc / "Annotations" / f"{stem}.xml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_save(path, lambda tmp, tree=ET.ElementTree(xml): tree.write(tmp, encoding="utf-8"))
+        stems.append(stem)
+    listing = voc / "ImageSets" / "Main" / "test.txt"
+    listing.parent.mkdir(parents=True, exist_ok=True)
+    atomic_save(listing, lambda tmp: tmp.write_text("".join(f"{s}\n" for s in stems)))
+    return voc
