@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.negbook-installed
 
-.PHONY: install test book bench clean
+.PHONY: install test book bench lab clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,12 @@ test: $(STAMP)
 
 book: $(STAMP)
 	$(PY) -m negutils.run --profile cpu
+
+# JupyterLab on notebooks/ with jupytext's contents manager: a chapter's .md opens as a notebook and saves back to MyST
+lab: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[book,dev,lab]"
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks \
+		--ServerApp.contents_manager_class=jupytext.TextFileContentsManager
 
 bench: $(STAMP)
 	$(PY) bench/tap_overhead.py

@@ -15,6 +15,7 @@ The package follows the book's data flow, one subpackage per stage::
     experiments  the negation-rate experiment
     plots        the chapters' figures
     run          executes the book
+    eval         ``negbook eval``: any open_clip model on the benchmarks, from the command line
 
 The rule: a module imports only from its own stage or an earlier one in this list, imports sit
 at module level (a local import carries a comment saying why), and no import cycle exists.
@@ -23,4 +24,4 @@ at module level (a local import carries a comment saying why), and no import cyc
 __version__ = "0.1.0"
 
 STAGES = ("core", "world", "models", "benchmarks", "config", "session", "diagnosis", "methods", "report",
-          "experiments", "plots", "run")
+          "experiments", "plots", "run", "eval")

@@ -102,6 +102,9 @@ class Profile:
     backbone: str | None = None
     pretrained: str | None = None
     dataset: str = "embedded"         # "embedded" or "coco"
+    # the gpu profile's code path on CPU: the runner writes a random checkpoint of ``backbone`` and
+    # the profile's world in the published data layouts, and points the chapters at them
+    dry_run: bool = False
     description: str = ""
 
     def artifacts_dir(self, root: str | os.PathLike | None = None) -> Path:
@@ -165,6 +168,18 @@ PROFILES: dict[str, Profile] = {
         description="real open_clip backbone (ViT-B-32/openai) on COCO val2017 / VOC2007 from data_recipes/",
     ),
 }
+
+
+PROFILES["gpu-dryrun"] = dataclasses.replace(
+    PROFILES["smoke"], name="gpu-dryrun", backbone="ViT-B-32", dataset="coco", dry_run=True,
+    # the smoke run's steps on half its val and ood images (ViT-B-32 encodes at 224 px: the dry run's main cost),
+    # written in COCO's and VOC's layouts, so COCO-Confusion takes galleries of 2 images; NegFull fine-tunes all of
+    # ViT-B-32, so one protocol at one alpha (the smoke run covers the others)
+    world=dataclasses.replace(PROFILES["smoke"].world, val=64, ood=32),
+    benchmarks=dataclasses.replace(PROFILES["smoke"].benchmarks, confusion=ConfusionConfig(m_min=2, m_max=10)),
+    peakpatch=dataclasses.replace(PROFILES["smoke"].peakpatch, protocols=("negbench",), negfull_alphas=(1.0,)),
+    description="the gpu profile's path on CPU: ViT-B-32 (QuickGELU, 224 px, 77 tokens) from a random local "
+                "checkpoint, COCO / VOC / NegBench CSVs in their published layouts, at smoke sizes")
 
 
 def get_profile(name: str, **overrides) -> Profile:

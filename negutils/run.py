@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +26,7 @@ import pandas as pd
 from .config import REPO_ROOT, get_profile
 from .core.cache import atomic_save
 from .report.performance import BENCH_RESULTS
+from .session import dry_run_inputs
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BOOK_DIR = REPO_ROOT / "book"
@@ -175,6 +178,33 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
     artifacts = prof.artifacts_dir()
     stage = stage_book(artifacts / "book_src", keep_chapters=bool(only))
     params = {"profile": profile, **(parameters or {})}
+    environment = {}
+    if prof.dry_run:            # the kernels inherit the environment that points them at the dry run's files
+        environment, checkpoint = dry_run_inputs(prof)
+        params.setdefault("checkpoint", str(checkpoint))
+        print(f"[negbook] dry run of the real path: {prof.backbone} from {checkpoint}; "
+              + ", ".join(f"{k}={v}" for k, v in environment.items()), flush=True)
+    with _environment(environment):
+        return _execute(prof, only, params, stage, book_out, build)
+
+
+@contextlib.contextmanager
+def _environment(variables: dict[str, str]):
+    """``variables`` set in os.environ (which papermill's kernels inherit) for the block, then restored."""
+    before = {k: os.environ.get(k) for k in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _execute(prof, only, params: dict, stage: Path, book_out: Path | None, build: bool) -> dict:
+    profile, artifacts = prof.name, prof.artifacts_dir()
     times = []
     times_csv = artifacts / "results" / "notebook_times.csv"
     sources = notebook_sources(only)
@@ -203,7 +233,7 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m negutils.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", default="cpu", help="smoke | cpu | gpu (default cpu)")
+    parser.add_argument("--profile", default="cpu", help="smoke | cpu | gpu | gpu-dryrun (default cpu)")
     parser.add_argument("--only", nargs="*", help="run only these notebooks (names without .md)")
     parser.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                         help="extra notebook parameter, papermill style (repeatable)")

@@ -5,22 +5,25 @@
 chapter's setup needs this module for everything that is about *its run* rather than a method."""
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from .benchmarks.published import with_published
+from .benchmarks.published import with_published, write_published_world
 from .benchmarks.suite import Benchmarks, ensure_benchmarks
 from .config import Profile, dataset_root, get_profile
+from .core.cache import atomic_write_json, config_hash
 from .core.results import read_results, write_results
-from .models.backbone import Backbone, load_backbone
+from .models.backbone import Backbone, create_model, load_backbone, save_checkpoint
 from .models.pretrain import PretrainResult, ensure_pretrained, load_pretrained
 from .world.coco import CocoSplit, load_split
 from .world.generate import SPLITS, ensure_world
 from .world.published import read_coco_val, read_voc_test
 
-__all__ = ["Session", "get_profile", "load_splits", "open_session", "read_results", "write_results"]
+__all__ = ["Session", "dry_run_inputs", "get_profile", "load_splits", "open_session", "read_results", "write_results"]
 
 
 @dataclass
@@ -66,8 +69,12 @@ class Session:
         return out
 
     def untrained_backbone(self) -> Backbone:
-        """The same architecture with freshly initialised weights: the control for what training did."""
-        return load_backbone(self.backbone.model_name, device=str(self.backbone.device))
+        """The same architecture (QuickGELU included, as OpenAI's weights run) with freshly initialised
+        weights: the control for what training did."""
+        untrained = load_backbone(self.backbone.model_name, quick_gelu=self.backbone.report.quick_gelu,
+                                  device=str(self.backbone.device))
+        untrained.keep_on_disk(self.outputs_dir)      # chapters 00-02 and 07 share its encodings too
+        return untrained
 
     def backbone_from(self, checkpoint: str | os.PathLike) -> Backbone:
         """The same architecture with weights from a local checkpoint (keys checked by the loader)."""
@@ -75,12 +82,13 @@ class Session:
 
 
 def open_session(profile: str, backbone: str | None = None, pretrained: str | None = None,
-                 checkpoint: str | None = None, device: str | None = None, progress: bool = True) -> Session:
-    """The profile's splits and backbone: the cached organism (pretrained by chapter 00, or now if
-    missing) or a real open_clip model."""
+                 checkpoint: str | None = None, device: str | None = None, progress: bool = True,
+                 splits: tuple[str, ...] | None = None) -> Session:
+    """The profile's splits (``splits``: only these) and backbone: the cached organism (pretrained by
+    chapter 00, or now if missing) or a real open_clip model."""
     prof = get_profile(profile, backbone=backbone, pretrained=pretrained)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    splits = load_splits(prof, progress=progress)
+    splits = load_splits(prof, splits, progress=progress)
     run = None
     if prof.backbone is None and checkpoint is None:
         run = ensure_pretrained(splits["pretrain"].image_root.parent, prof.pretrain, prof.artifacts_dir(),
@@ -103,13 +111,16 @@ def load_splits(profile: Profile, names: tuple[str, ...] | None = None, coco_roo
     The embedded world is built (once) when missing. Real data: ``val`` is COCO val2017 from
     ``coco_root`` or ``$COCO_IMAGE_ROOT`` (``annotations/instances_val2017.json``,
     ``annotations/captions_val2017.json``, ``val2017/``); ``ood`` is VOC2007 test converted to COCO
-    format by ``data_recipes/voc2007.py``, from ``voc_root`` or ``$VOC_ROOT`` when given.
+    format by ``data_recipes/voc2007.py``, from ``voc_root`` or ``$VOC_ROOT`` when given. The real
+    data has no split to pretrain on or to train the negation methods on (CC12M-NegCap is a download
+    the book does not script), so ``pretrain`` and ``negtrain`` are the embedded world's on every dataset.
     """
+    world = ("pretrain", "negtrain")
     if profile.dataset == "embedded":
         root = ensure_world(profile.world, profile.artifacts_dir(), progress=progress)
         return {name: load_split(root / name) for name in (names or SPLITS)}
     if profile.dataset == "coco":
-        available = {"val"}
+        available = {"val", *world}
         voc = voc_root or os.environ.get("VOC_ROOT")
         if voc:
             available.add("ood")
@@ -117,11 +128,38 @@ def load_splits(profile: Profile, names: tuple[str, ...] | None = None, coco_roo
         unsupported = [n for n in wanted if n not in available]
         if unsupported:
             raise ValueError(f"the coco dataset provides {sorted(available)} here; {unsupported} come from "
-                             "data_recipes/ (VOC2007 for 'ood' with $VOC_ROOT, CC12M negations for 'negtrain')")
+                             "data_recipes/ (VOC2007 for 'ood' with $VOC_ROOT)")
         out = {}
+        if any(n in world for n in wanted):
+            root = ensure_world(profile.world, profile.artifacts_dir(), progress=progress)
+            out.update({n: load_split(root / n) for n in world if n in wanted})
         if "val" in wanted:
             out["val"] = read_coco_val(dataset_root("COCO_IMAGE_ROOT", coco_root))
         if "ood" in wanted:
             out["ood"] = read_voc_test(dataset_root("VOC_ROOT", voc_root))
-        return out
+        return {n: out[n] for n in SPLITS if n in out}
     raise ValueError(f"profile {profile.name!r}: unknown dataset {profile.dataset!r} (embedded or coco)")
+
+
+def dry_run_inputs(profile: Profile, progress: bool = True) -> tuple[dict[str, str], Path]:
+    """What a ``dry_run`` profile reads where the ``gpu`` profile reads downloads: the ``val`` and
+    ``ood`` splits of its embedded world in the published layouts (COCO val2017, VOC2007 and
+    NegBench's CSVs, ``negutils.benchmarks.published``) and a randomly initialised checkpoint of its
+    backbone with QuickGELU (how OpenAI's weights run), written once per world under
+    ``artifacts/<profile>/``. Returns the environment that points the ``coco`` dataset at the files
+    (``COCO_IMAGE_ROOT``, ``VOC_ROOT``, ``NEGBENCH_CSV_DIR``) and the checkpoint's path."""
+    if not profile.dry_run or profile.backbone is None:
+        raise ValueError(f"profile {profile.name!r} is not a dry run of a real backbone")
+    world = ensure_world(profile.world, profile.artifacts_dir(), progress=progress)
+    folder = profile.artifacts_dir() / f"dry-run-{config_hash([profile.world.key(), profile.backbone])}"
+    record = folder / "inputs.json"
+    if not record.exists():
+        splits = {name: load_split(world / name) for name in ("val", "ood")}
+        env = write_published_world(splits, folder / "data", profile.benchmarks.mcq,
+                                    profile.benchmarks.retrieval_seed)
+        # another seed than the untrained control's (load_backbone's seed 0), so "trained" and untrained differ
+        checkpoint = save_checkpoint(create_model(profile.backbone, quick_gelu=True, seed=1),
+                                     folder / f"{profile.backbone}-random.pt", profile.backbone, quick_gelu=True)
+        atomic_write_json(record, {"env": {k: str(v) for k, v in env.items()}, "checkpoint": str(checkpoint)})
+    written = json.loads(record.read_text())
+    return written["env"], Path(written["checkpoint"])

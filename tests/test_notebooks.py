@@ -18,24 +18,13 @@ from negutils.report import NOT_MEASURED
 from negutils.core import read_results
 
 
-@pytest.fixture(scope="session")
-def smoke_artifacts(tmp_path_factory):
-    """A temporary artifacts root for the whole session, restored afterwards. The notebook kernels
-    inherit the environment; they run in notebooks/, so PYTHONPATH also points them at the negutils
-    these tests import (not at whichever checkout the environment has installed)."""
-    root = tmp_path_factory.mktemp("artifacts")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NEGBOOK_ARTIFACTS", str(root))
-        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-        yield root
-
-
 @pytest.fixture(scope="module")
-def smoke_book(smoke_artifacts, tmp_path_factory):
+def smoke_book(smoke_artifacts, dry_run_book, tmp_path_factory):
+    """The smoke book, after the dry run of the real path, whose line chapter 06 adds beside the papers."""
     assert get_profile("smoke").artifacts_dir() == smoke_artifacts / "smoke"
     started = time.time()
     out = tmp_path_factory.mktemp("book")
-    result = runner.run("smoke", book_out=out)
+    result = runner.run("smoke", parameters={"real_profile": "gpu-dryrun"}, book_out=out)
     assert result["stage"].is_relative_to(smoke_artifacts)
     # nothing of the run lands in the repository's own artifacts folder
     written = [p for p in (REPO_ROOT / "artifacts").rglob("*") if p.is_file() and p.stat().st_mtime >= started]
@@ -100,6 +89,7 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
     chapter06 = (out / "_build" / "html" / "chapters" / "06_benchmark_tables.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter06)) >= 1 and "One table no paper has" in chapter06
     assert "PeakPatch, Table 13" in chapter06 and ("#d8f0d8" in chapter06 or "#f6c6c6" in chapter06)
+    assert "real backbone (gpu-dryrun)" in chapter06          # the dry run's line beside the organism's
     chapter07 = (out / "_build" / "html" / "chapters" / "07_negation_rate.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter07)) >= 3 and "Verdicts" in chapter07
     appendix = (out / "_build" / "html" / "chapters" / "90_performance.html").read_text()

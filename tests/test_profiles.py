@@ -3,10 +3,11 @@ import pytest
 from negutils.config import PROFILES, dataset_root, get_profile
 
 
-def test_three_profiles_and_gpu_uses_a_real_backbone():
-    assert set(PROFILES) == {"smoke", "cpu", "gpu"}
-    gpu = get_profile("gpu")
-    assert (gpu.backbone, gpu.pretrained, gpu.dataset) == ("ViT-B-32", "openai", "coco")
+def test_four_profiles_and_gpu_uses_a_real_backbone_which_its_dry_run_shares():
+    assert set(PROFILES) == {"smoke", "cpu", "gpu", "gpu-dryrun"}
+    gpu, dry = get_profile("gpu"), get_profile("gpu-dryrun")
+    assert (gpu.backbone, gpu.pretrained, gpu.dataset, gpu.dry_run) == ("ViT-B-32", "openai", "coco", False)
+    assert (dry.backbone, dry.pretrained, dry.dataset, dry.dry_run) == ("ViT-B-32", None, "coco", True)
     assert get_profile("cpu").backbone is None
 
 

@@ -316,4 +316,7 @@ def build_retrieval(split: CocoSplit, seed: int = 0) -> tuple[pd.DataFrame, pd.D
         negated.append({"query": query, "image_id": split.image_ids[i], "image_path": split.file_names[i],
                         "negated_object": N, "template": which, "caption": text,
                         "positives": json.dumps(positives)})
-    return pd.DataFrame(affirmative), pd.DataFrame(negated)
+    # explicit columns: a split without captions (VOC2007) gives empty sets that still write a header
+    return (pd.DataFrame(affirmative, columns=["query", "image_id", "image_path", "positives"]),
+            pd.DataFrame(negated, columns=["query", "image_id", "image_path", "negated_object", "template", "caption",
+                                           "positives"]))

@@ -111,19 +111,23 @@ def evaluate_benchmarks(scorer, bench: Benchmarks, split: CocoSplit, dataset: st
         if items is not None:
             items.update({(scorer.name, dataset, split_name, task, metric): v for metric, v in outcomes.items()})
 
+    # a split without captions (VOC2007) has no retrieval queries: those tasks are absent, not zero
     wanted = lambda *names: tasks is None or any(n in tasks for n in names)  # noqa: E731
     scores = {} if retrieval is None else retrieval
-    if wanted("retrieval", "retention"):
+    affirmative, negated = len(bench.retrieval_affirmative) > 0, len(bench.retrieval_negated) > 0
+    if affirmative and wanted("retrieval", "retention"):
         scores["retrieval_affirmative"] = retrieval_scores(scorer, bench.retrieval_affirmative, split)
-    if wanted("retrieval_negated", "retrieval_negated_any"):
+    if negated and wanted("retrieval_negated", "retrieval_negated_any"):
         scores["retrieval_negated"] = retrieval_scores(scorer, bench.retrieval_negated, split)
     run("mcq", evaluate_mcq, scorer, bench.mcq, split)
-    run("retrieval", evaluate_retrieval, scorer, bench.retrieval_affirmative, split,
-        scores=scores.get("retrieval_affirmative"))
-    run("retrieval_negated", evaluate_retrieval, scorer, bench.retrieval_negated, split, source_only=True,
-        scores=scores.get("retrieval_negated"))
-    run("retrieval_negated_any", evaluate_retrieval, scorer, bench.retrieval_negated, split,
-        scores=scores.get("retrieval_negated"))
+    if affirmative:
+        run("retrieval", evaluate_retrieval, scorer, bench.retrieval_affirmative, split,
+            scores=scores.get("retrieval_affirmative"))
+    if negated:
+        run("retrieval_negated", evaluate_retrieval, scorer, bench.retrieval_negated, split, source_only=True,
+            scores=scores.get("retrieval_negated"))
+        run("retrieval_negated_any", evaluate_retrieval, scorer, bench.retrieval_negated, split,
+            scores=scores.get("retrieval_negated"))
     for name, frame in (("confusion_2c", bench.confusion_2c), ("confusion_3c", bench.confusion_3c)):
         if len(frame):
             run(name, evaluate_confusion, scorer, frame, split)

@@ -60,7 +60,9 @@ def lemma1_check(galleries: pd.DataFrame, split, image_scorer, encode, bank: Con
                                                        for p in positives]))
             row["optimum AP"] = average_precision(labels, (feats @ optimum).numpy())
         rows.append(row)
-    return pd.DataFrame(rows)
+    # every column even when no gallery has other satisfying images (a small split): its optimum is NaN
+    return pd.DataFrame(rows, columns=["query", "beta_c-(q)", "measured gap", "predicted gap", "vanilla AP",
+                                       "satisfying images", "beta*_c- (optimum)", "beta*_c+ (optimum)", "optimum AP"])
 
 
 def lemma1_summary(check: pd.DataFrame) -> dict:

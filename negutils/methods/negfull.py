@@ -99,7 +99,7 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
         for group in optimizer.param_groups:
             group["lr"] = config.lr * 0.5 * (1 + math.cos(math.pi * step / max(1, steps)))
         batch = view.batch(rows, rng)
-        images = tuned.pixels_to_tensor(pixels[view.images[rows]])
+        images = tuned.image_batch(pixels[view.images[rows]])      # resized to the tower's resolution
         text = tuned.tokenize([data.captions[c] for c in batch["captions"]])
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16 and tuned.device.type == "cpu"):
             loss, loss_clip, loss_mcq = negfull_loss(tuned, images, text, batch, config.alpha)

@@ -296,7 +296,9 @@ class Backbone:
         x = torch.from_numpy(np.ascontiguousarray(pixels)).permute(0, 3, 1, 2).float().div_(255.0)
         return (x - self._mean) / self._std
 
-    def _as_batch(self, images) -> torch.Tensor:
+    def image_batch(self, images) -> torch.Tensor:
+        """Images (uint8 [N, H, W, 3] or PIL) as the model's normalised input: arrays already at the
+        model's resolution directly, anything else through its preprocessing (resize, crop)."""
         if isinstance(images, np.ndarray) and images.ndim == 4 and images.shape[1] == self.image_size \
                 and images.shape[2] == self.image_size:
             return self.pixels_to_tensor(images)
@@ -311,7 +313,7 @@ class Backbone:
         KTN App. B.4 eq. 20."""
         out = []
         for i in tqdm(range(0, len(images), batch_size), desc="images", disable=not progress):
-            x = self._as_batch(images[i:i + batch_size]).to(self.device)
+            x = self.image_batch(images[i:i + batch_size]).to(self.device)
             feats = self.model.encode_image(x)
             if flip_average:
                 feats = (feats + self.model.encode_image(torch.flip(x, dims=[3]))) / 2

@@ -61,3 +61,13 @@ def plot_notebook_times(times: pd.DataFrame):
     ax.invert_yaxis()
     ax.figure.tight_layout()
     return ax.figure
+
+
+def plot_absent(reason: str):
+    """The figure a chapter shows where its data has nothing to draw (a loaded checkpoint has no
+    pretraining curve; real captions record no grammatical structure): the reason, in the figure's
+    place, so its caption and every reference to it stay."""
+    fig, ax = plt.subplots(figsize=(6, 1.2))
+    ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True)
+    ax.set_axis_off()
+    return fig

@@ -64,7 +64,7 @@ def plot_negation_cosines(cosines: pd.DataFrame):
 
 def plot_recognition(per_category: dict[str, pd.DataFrame]):
     """Per-category detection AUC, one bar group per model, with the chance line at 0.5."""
-    frame = pd.concat([t.assign(model=label) for label, t in per_category.items()])
+    frame = pd.concat([t.assign(model=label) for label, t in per_category.items()], ignore_index=True)
     fig, ax = plt.subplots(figsize=(11, 3.8))
     sns.barplot(data=frame, x="category", y="detection AUC", hue="model", ax=ax)
     ax.axhline(0.5, ls="--", c="gray", lw=1)

@@ -186,6 +186,14 @@ def agreement_summary(tables: dict[tuple[str, str], pd.DataFrame], close: float 
 RESULT_TABLES = ("03_results", "04_results", "05_results")
 
 
+def line_label(profile) -> str:
+    """How a profile's line is named beside the papers' rows: the ``gpu`` profile's is "real
+    backbone"; another real-backbone profile's (the CPU dry run) says which; the organism's says so."""
+    if profile.backbone is None:
+        return f"organism ({profile.name})"
+    return "real backbone" if profile.name == "gpu" else f"real backbone ({profile.name})"
+
+
 def has_results(profile) -> bool:
     """Whether chapters 03-05 have run for ``profile`` on this machine."""
     folder = profile.artifacts_dir() / "results"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import REPO_ROOT, get_profile
+from ..config import PROFILES, REPO_ROOT, get_profile
 from ..methods.registry import method_label
 
 BENCH_RESULTS = REPO_ROOT / "bench" / "results"
@@ -97,7 +97,7 @@ def sweep_summary(sweep: pd.DataFrame) -> str:
             f"({sweep['pretrain s'].sum() / 60:.1f} of pretraining)")
 
 
-def notebook_times(profiles=("smoke", "cpu", "gpu")) -> pd.DataFrame:
+def notebook_times(profiles=tuple(PROFILES)) -> pd.DataFrame:
     """Each notebook's wall seconds from the last run of every profile that has run here."""
     frames = []
     for name in profiles:

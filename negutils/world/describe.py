@@ -58,7 +58,9 @@ def benchmark_statistics(bench) -> dict[str, pd.DataFrame]:
     mcq = bench.mcq
     position = pd.crosstab(mcq["correct_answer_template"], mcq["correct_answer"], margins=True)
     position.columns = [f"correct at {c}" if c != "All" else "all" for c in position.columns]
-    retrieval = bench.retrieval_negated.groupby("template").agg(
+    # NegBench's published retrieval CSV does not record which template made a query
+    negated = bench.retrieval_negated
+    retrieval = negated.assign(template=negated.get("template", "unrecorded")).groupby("template").agg(
         queries=("query", "size"), mean_positives=("positives", lambda p: sum(len(json.loads(x)) for x in p) / len(p)))
     galleries = []
     for name in ("confusion_2c", "confusion_3c"):

@@ -1,0 +1,147 @@
+"""``negbook eval``: any open_clip model on the book's negation benchmarks in one command, in
+CLIP_benchmark's spirit (``clip_benchmark eval --model ... --pretrained ... --dataset ...``), with the
+training-free methods beside it: the output is a method x benchmark table, one JSON row per
+(method, split, task) in CLIP_benchmark's shape plus ``split`` and ``method``.
+
+    negbook eval --model ViT-B-32 --pretrained openai --benchmark all --method vanilla ktn lcse \\
+        --data-root /data/negbook --output results.jsonl
+    python -m negutils.eval --model ViT-B-32 --checkpoint weights.pt --benchmark negbench-mcq
+
+Data: ``--data-root`` is a folder laid out as ``data_recipes/published_layouts.py`` writes it
+(``coco/``, ``voc/VOCdevkit/VOC2007``, ``negbench/``), or set ``COCO_IMAGE_ROOT``, ``VOC_ROOT`` and
+``NEGBENCH_CSV_DIR`` as for the ``gpu`` profile. The evaluation is the chapters' own code
+(``Session.benchmarks``, ``build_scorer``, ``evaluate_benchmarks``), so a row here equals the row
+a chapter computes for the same model."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from .benchmarks.suite import evaluate_benchmarks
+from .config import get_profile
+from .methods.lcse import Calibration, default_calibration
+from .methods.registry import build_scorer
+from .session import open_session
+
+# benchmark name on the command line -> the suite's task names (FACTOR's are its splits)
+BENCHMARKS = {"negbench-mcq": ("mcq",),
+              "negbench-retrieval": ("retrieval", "retrieval_negated", "retrieval_negated_any"),
+              "coco-confusion-2c": ("confusion_2c",), "coco-confusion-3c": ("confusion_3c",), "factor": ("factor",),
+              "valse": ("valse_existence",)}
+METHODS = ("vanilla", "ec", "ktn", "lcse")
+DATA_LAYOUT = {"COCO_IMAGE_ROOT": "coco", "VOC_ROOT": "voc/VOCdevkit/VOC2007", "NEGBENCH_CSV_DIR": "negbench"}
+
+
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="negbook eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="an open_clip config name, e.g. ViT-B-32")
+    weights = parser.add_mutually_exclusive_group(required=True)
+    weights.add_argument("--pretrained", help="an open_clip pretrained tag, e.g. openai")
+    weights.add_argument("--checkpoint", type=Path, help="a local weights file (every key is checked)")
+    parser.add_argument("--benchmark", nargs="+", default=["all"], choices=[*BENCHMARKS, "all"])
+    parser.add_argument("--method", nargs="+", default=["vanilla"], choices=METHODS)
+    parser.add_argument("--lcse-calibration", metavar="MU,BETA",
+                        help="LCSE's (mu, beta); default: the LCSE paper's for CLIP or SigLIP2 models")
+    parser.add_argument("--data-root", type=Path, help="a folder with coco/, voc/ and negbench/ "
+                        "(data_recipes/published_layouts.py's layout); default: the environment variables")
+    parser.add_argument("--profile", default="gpu", help="the profile whose benchmark settings and artifacts "
+                        "folder are used (gpu; gpu-dryrun for the dry run's files)")
+    parser.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    parser.add_argument("--batch-size", type=int, help="images per encoder batch (default: the chapters')")
+    parser.add_argument("--output", type=Path, default=Path("results.jsonl"))
+    return parser.parse_args(argv)
+
+
+def data_environment(root: Path | None) -> dict[str, str]:
+    """The dataset variables ``--data-root`` stands for (those already set win); a root without COCO is an error."""
+    if root is None:
+        return {}
+    if not (root / DATA_LAYOUT["COCO_IMAGE_ROOT"] / "annotations" / "instances_val2017.json").exists():
+        raise FileNotFoundError(f"--data-root {root} has no coco/annotations/instances_val2017.json: write the "
+                                "layout with data_recipes/published_layouts.py, or data_recipes/coco2017.py --root "
+                                f"{root / 'coco'}")
+    return {variable: str(root / sub) for variable, sub in DATA_LAYOUT.items()
+            if variable not in os.environ and (root / sub).exists()}
+
+
+def calibration(model: str, text: str | None) -> Calibration:
+    if text:
+        try:
+            mu, beta = (float(x) for x in text.split(","))
+        except ValueError as err:
+            raise ValueError(f"--lcse-calibration {text!r}: expected MU,BETA, e.g. 0.22,30") from err
+        return Calibration(mu, beta, "--lcse-calibration")
+    return default_calibration(model)
+
+
+def scorers(session, methods: list[str], lcse_calibration: Calibration | None, batch_size: int | None) -> dict:
+    """The chapters' scorers (chapter 04's EC and KTN, chapter 05's LCSE) on the session's backbone."""
+    backbone, encode = session.backbone, session.backbone.encode_text
+    size = {} if batch_size is None else {"batch_size": batch_size}
+    vanilla = build_scorer("vanilla", backbone, **size)
+    vocabulary = list(session.splits["val"].categories)
+    if "lcse" in methods and lcse_calibration is None:
+        raise ValueError(f"LCSE has no published (mu, beta) for {backbone.model_name}: pass --lcse-calibration MU,BETA")
+    built = {"vanilla": lambda: vanilla, "ec": lambda: build_scorer("ec", vanilla, encode),
+             "ktn": lambda: build_scorer("ktn", build_scorer("vanilla", backbone, flip_average=True, **size),
+                                         encode, vocabulary),
+             "lcse": lambda: build_scorer("lcse", vanilla, encode, lcse_calibration)}
+    return {m: built[m]() for m in methods}
+
+
+def evaluate(args: argparse.Namespace) -> list[dict]:
+    """Every requested method on every requested benchmark of every split the data has: result rows."""
+    profile = get_profile(args.profile)
+    lcse_calibration = calibration(args.model, args.lcse_calibration)
+    checkpoint = None if args.checkpoint is None else str(args.checkpoint)
+    splits = ("val", "ood") if os.environ.get("VOC_ROOT") else ("val",)
+    session = open_session(profile.name, args.model, args.pretrained, checkpoint, args.device, splits=splits)
+    names = list(BENCHMARKS) if "all" in args.benchmark else args.benchmark
+    bench = session.benchmarks(splits)
+    label = str(args.checkpoint or args.pretrained)
+    rows = []
+    for scorer in scorers(session, args.method, lcse_calibration, args.batch_size).values():
+        for split, benchmarks in bench.items():
+            for name in tqdm(names, desc=f"{scorer.name} on {split}"):
+                tasks = set(BENCHMARKS[name])
+                if name == "factor":
+                    tasks = {f"factor_{s}" for s in benchmarks.factor["split"].unique()}
+                for row in evaluate_benchmarks(scorer, benchmarks, session.splits[split], profile.dataset,
+                                               args.model, label, tasks=tasks):
+                    rows.append({**row, "method": row["metrics"].pop("method")})      # the chapters' label
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    try:
+        os.environ.update(data_environment(args.data_root))
+        if args.checkpoint is not None and not args.checkpoint.exists():
+            raise FileNotFoundError(f"--checkpoint {args.checkpoint} does not exist")
+        rows = evaluate(args)
+    except (FileNotFoundError, RuntimeError, ValueError) as err:
+        print(f"negbook eval: error: {err}", file=sys.stderr)
+        return 1
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    print(f"negbook eval: {len(rows)} rows written to {args.output}")
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """The ``negbook`` console script: ``negbook eval ...``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] != "eval":
+        print("usage: negbook eval --model NAME (--pretrained TAG | --checkpoint FILE) [options]; "
+              "negbook eval --help for them", file=sys.stderr)
+        return 2
+    return main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

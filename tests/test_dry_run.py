@@ -1,0 +1,113 @@
+"""The gpu profile's code path on CPU without a download (``gpu-dryrun``): ViT-B-32 with QuickGELU from
+a random local checkpoint, the smoke world's val and ood splits written as COCO val2017, VOC2007 and
+NegBench's published CSVs, every chapter executed by papermill and the book built."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from negutils import eval as negbook_eval
+from negutils import run as runner
+from negutils.benchmarks import results_frame
+from negutils.benchmarks.published import MCQ_FILES
+from negutils.config import get_profile
+from negutils.core import read_results
+from negutils.models import TextFeatures, load_backbone
+
+PROFILE = get_profile("gpu-dryrun")
+
+
+@pytest.mark.notebooks
+def test_every_chapter_executes_on_the_real_path(dry_run_book):
+    result, _ = dry_run_book
+    executed = sorted((result["stage"] / runner.CHAPTER_DIR).glob("*.ipynb"))
+    assert [p.stem for p in executed] == [s.stem for s in runner.notebook_sources()]
+    for path in executed:
+        nb = json.loads(path.read_text())
+        errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{path.name}: {errors[0]['ename']}: {errors[0]['evalue']}"
+        injected = "".join(next(c for c in nb["cells"]
+                                if "injected-parameters" in c.get("metadata", {}).get("tags", []))["source"])
+        assert 'profile = "gpu-dryrun"' in injected and "ViT-B-32-random.pt" in injected
+
+
+@pytest.mark.notebooks
+def test_the_checkpoint_is_vit_b32_as_openai_weights_run(dry_run_book):
+    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    backbone = load_backbone("ViT-B-32", checkpoint=inputs["checkpoint"])    # the loader that checks every key
+    assert backbone.report.quick_gelu and backbone.report.n_tensors_loaded == len(backbone.model.state_dict())
+    assert backbone.image_size == 224 and backbone.context_length == 77
+    assert set(inputs["env"]) == {"COCO_IMAGE_ROOT", "VOC_ROOT", "NEGBENCH_CSV_DIR"}
+
+
+@pytest.mark.notebooks
+def test_the_chapters_read_coco_voc_and_the_published_csvs(dry_run_book):
+    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    retrieval = read_results(PROFILE, "00_zero_shot_retrieval")
+    assert set(retrieval["dataset"]) == {"coco"} and set(retrieval["model"]) == {"ViT-B-32"}
+    assert set(retrieval["split"]) == {"val"}            # VOC2007 has no captions to retrieve with
+    vanilla = read_results(PROFILE, "01_vanilla")
+    published = {split: pd.read_csv(f"{inputs['env']['NEGBENCH_CSV_DIR']}/{name}") for split, name in MCQ_FILES.items()}
+    mcq = vanilla[vanilla["task"] == "mcq"].set_index("split")["questions"]
+    assert mcq.groupby(level=0).first().to_dict() == {split: len(f) for split, f in published.items()}
+    assert not vanilla[(vanilla["split"] == "ood") & vanilla["task"].str.startswith("retrieval")].size
+    assert {"retrieval", "retrieval_negated"} <= set(vanilla.loc[vanilla["split"] == "val", "task"])
+
+
+@pytest.mark.notebooks
+def test_the_dry_run_builds_its_book_with_a_real_backbone_line(dry_run_book):
+    result, out = dry_run_book
+    assert result["index"] == out / "_build" / "html" / "index.html" and result["index"].exists()
+    chapter06 = (out / "_build" / "html" / "chapters" / "06_benchmark_tables.html").read_text()
+    assert "real backbone (gpu-dryrun)" in chapter06
+
+
+@pytest.mark.notebooks
+def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_book, tmp_path, monkeypatch):
+    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    for variable in inputs["env"]:                # unset for the command, restored after the test
+        monkeypatch.setenv(variable, "")
+        monkeypatch.delenv(variable)
+    out = tmp_path / "results.jsonl"
+    data_root = Path(inputs["env"]["COCO_IMAGE_ROOT"]).parent
+    assert negbook_eval.cli(["eval", "--model", "ViT-B-32", "--checkpoint", inputs["checkpoint"], "--profile",
+                             "gpu-dryrun", "--data-root", str(data_root), "--method", "vanilla", "ktn",
+                             "--output", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {"dataset", "split", "model", "pretrained", "task", "metrics", "method"} == set(rows[0])
+    ours = results_frame([{k: v for k, v in r.items() if k != "method"} | {"metrics": {**r["metrics"],
+                          "method": r["method"]}} for r in rows])
+    assert {"mcq", "retrieval_negated", "confusion_2c", "valse_existence"} <= set(ours["task"])
+    assert set(ours["split"]) == {"val", "ood"} and set(ours["method"]) == {"vanilla", "KTN"}
+    key = ["method", "split", "task"]
+    vanilla = read_results(PROFILE, "01_vanilla").query("pretrained != 'untrained'").assign(method="vanilla")
+    chapters = pd.concat([vanilla, read_results(PROFILE, "04_results").query("method == 'KTN'")], ignore_index=True)
+    both = ours.merge(chapters, on=key, suffixes=("", " (chapter)"))
+    assert len(both) >= 10 and set(both["method"]) == {"vanilla", "KTN"}
+    for metric in ("accuracy", "R@5", "mAP"):
+        measured = both.dropna(subset=[metric, f"{metric} (chapter)"])
+        assert len(measured), metric
+        chapter = f"{metric} (chapter)"
+        assert (measured[metric] == measured[chapter]).all(), measured[key + [metric, chapter]]
+
+
+@pytest.mark.notebooks
+def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_book, tmp_path):
+    """The multi-GPU runner's feature extraction (README) on ViT-B-32 from a local checkpoint, two ranks on CPU."""
+    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    captions = tmp_path / "captions.txt"
+    captions.write_text("\n".join(["There is no dog.", "A cat and no chair.", "A red kite above a tree."] * 3) + "\n")
+    args = ["-m", "negutils.models.features", str(captions), "--model", "ViT-B-32", "--checkpoint",
+            inputs["checkpoint"], "--l-p", "8", "--l-a", "6", "--batch-size", "4"]
+    one = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "one")], capture_output=True, text=True,
+                         check=True).stdout.strip().splitlines()[-1]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          *args, "--out", str(tmp_path / "two")], capture_output=True, text=True, check=True)
+    merged, single = TextFeatures(two.stdout.strip().splitlines()[-1]), TextFeatures(one)
+    assert len(merged.index["shards"]) == 2 and merged["final"].shape == (9, 512)
+    for name in ("final", "proj_lp", "eos_lp", "eos_la", "tokens", "offsets"):
+        assert np.array_equal(merged[name], single[name]), name

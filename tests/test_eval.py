@@ -1,0 +1,36 @@
+"""``negbook eval``'s command line: every missing input is an error that names it and how to build it
+(the evaluation itself is checked against the chapters on the dry run, tests/test_dry_run.py)."""
+import pytest
+
+from negutils import eval as negbook_eval
+
+
+def test_the_console_script_wants_the_eval_subcommand(capsys):
+    assert negbook_eval.cli([]) == 2
+    assert "usage: negbook eval" in capsys.readouterr().err
+
+
+def test_a_data_root_without_coco_names_the_recipe(tmp_path, capsys):
+    assert negbook_eval.main(["--model", "ViT-B-32", "--pretrained", "openai", "--data-root", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"--data-root {tmp_path} has no coco/annotations/instances_val2017.json" in err
+    assert "data_recipes/published_layouts.py" in err
+
+
+def test_a_missing_checkpoint_is_named(tmp_path, capsys):
+    missing = tmp_path / "weights.pt"
+    assert negbook_eval.main(["--model", "ViT-B-32", "--checkpoint", str(missing)]) == 1
+    assert f"--checkpoint {missing} does not exist" in capsys.readouterr().err
+
+
+def test_no_data_location_names_the_variable(monkeypatch, capsys):
+    for variable in ("COCO_IMAGE_ROOT", "VOC_ROOT", "NEGBENCH_CSV_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    assert negbook_eval.main(["--model", "negbook-tiny", "--checkpoint", __file__, "--benchmark", "negbench-mcq"]) == 1
+    assert "set $COCO_IMAGE_ROOT" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["0.2", "a,b"])
+def test_a_malformed_calibration_is_refused(text):
+    with pytest.raises(ValueError, match="expected MU,BETA"):
+        negbook_eval.calibration("ViT-B-32", text)
