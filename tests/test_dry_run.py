@@ -2,6 +2,7 @@
 a random local checkpoint, the smoke world's val and ood splits written as COCO val2017, VOC2007 and
 NegBench's published CSVs, every chapter executed by papermill and the book built."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -103,10 +104,13 @@ def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_book
     captions.write_text("\n".join(["There is no dog.", "A cat and no chair.", "A red kite above a tree."] * 3) + "\n")
     args = ["-m", "negutils.models.features", str(captions), "--model", "ViT-B-32", "--checkpoint",
             inputs["checkpoint"], "--l-p", "8", "--l-a", "6", "--batch-size", "4"]
+    # torchrun runs each rank on one thread; ViT-B-32's matrix products round differently on two, so the
+    # one-process cache it must equal is computed on one thread too
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     one = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "one")], capture_output=True, text=True,
-                         check=True).stdout.strip().splitlines()[-1]
+                         check=True, env=env).stdout.strip().splitlines()[-1]
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          *args, "--out", str(tmp_path / "two")], capture_output=True, text=True, check=True)
+                          *args, "--out", str(tmp_path / "two")], capture_output=True, text=True, check=True, env=env)
     merged, single = TextFeatures(two.stdout.strip().splitlines()[-1]), TextFeatures(one)
     assert len(merged.index["shards"]) == 2 and merged["final"].shape == (9, 512)
     for name in ("final", "proj_lp", "eos_lp", "eos_la", "tokens", "offsets"):

@@ -4,11 +4,13 @@ The run writes under a temporary artifacts root (``NEGBOOK_ARTIFACTS``, which th
 inherit), never into the repository's ``artifacts/``; every read below goes through the same root."""
 import ast
 import json
-import os
 import re
+import shutil
 import time
 from collections import defaultdict
 from html import unescape
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 
@@ -289,3 +291,62 @@ def test_a_fresh_clone_estimates_from_the_committed_measurement_and_says_so():
     rest = sum(measured[c] for c in chapters[1:])
     assert f"about {rest / 60:.1f} min by bench/results/main_job_notebooks.csv's run" in line
     assert runner.measured_times("no-such-profile") == {}
+
+
+def _internal_link_problems(links: list[str], html_root: Path) -> list[str]:
+    """Links into the built book whose file is missing or whose #anchor no element of that page carries."""
+    problems = []
+    for link in links:
+        url = urlparse(link)
+        if url.scheme != "file" or not unquote(url.path).startswith(str(html_root)):
+            continue
+        target = Path(unquote(url.path))
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.exists():
+            problems.append(f"{link}: no such file")
+        elif url.fragment and f'id="{unquote(url.fragment)}"' not in target.read_text(errors="replace"):
+            problems.append(f"{link}: no element with id {unquote(url.fragment)!r}")
+    return problems
+
+
+@pytest.mark.notebooks
+def test_every_page_of_the_book_loads_in_a_real_browser(smoke_book):
+    """Readers meet the book in a browser: every page in headless Chromium (Debian's package, which
+    .ci/run installs when missing), no script error, every image decoded, every internal link and
+    anchor resolved; a screenshot of chapter 06 is kept under the profile's artifacts."""
+    from playwright.sync_api import sync_playwright      # the [dev] extra; drives the system's Chromium
+
+    chromium = shutil.which("chromium")
+    assert chromium, "no chromium on PATH: apt-get install chromium (.ci/run does)"
+    _, out = smoke_book
+    html_root = out / "_build" / "html"
+    pages = sorted(html_root.glob("*.html")) + sorted((html_root / "chapters").glob("*.html"))
+    problems = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        for path in pages:
+            forward = re.search(r'http-equiv="Refresh" content="0; url=([^"]+)"', path.read_text())
+            if forward:                        # index.html only forwards to the first page
+                problems += [f"{path.name}: {p}" for p in _internal_link_problems(
+                    [(path.parent / forward.group(1)).as_uri()], html_root)]
+                continue
+            errors.clear()
+            page.goto(path.as_uri(), wait_until="load")
+            broken = page.evaluate("Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0))"
+                                   ".map(i => i.getAttribute('src'))")
+            links = page.evaluate("Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
+            problems += [f"{path.name}: script error {e}" for e in errors]
+            problems += [f"{path.name}: image {src} does not decode" for src in broken]
+            problems += [f"{path.name}: {p}" for p in _internal_link_problems(links, html_root)]
+            if path.stem == "06_benchmark_tables":
+                shot = get_profile("smoke").artifacts_dir() / "screenshots" / "06_benchmark_tables.png"
+                shot.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert len(pages) >= 10
+    assert not problems, "\n".join(problems[:20])
+    assert shot.stat().st_size > 50_000
