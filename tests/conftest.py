@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import os
 
 import pytest
@@ -49,3 +50,21 @@ def dry_run_book(smoke_artifacts, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("dry-run-book")
     return runner.run("gpu-dryrun", book_out=out), out
+
+
+def injected_parameters_of_every_chapter(result) -> dict[str, str]:
+    """{chapter: its injected-parameters cell} of a ``runner.run`` result, after checking that every
+    chapter was executed and no cell of any raised."""
+    from negutils import run as runner
+
+    executed = sorted((result["stage"] / runner.CHAPTER_DIR).glob("*.ipynb"))
+    assert [p.stem for p in executed] == [s.stem for s in runner.notebook_sources()]
+    injected = {}
+    for path in executed:
+        nb = json.loads(path.read_text())
+        errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{path.name}: {errors[0]['ename']}: {errors[0]['evalue']}"
+        cells = [c for c in nb["cells"] if "injected-parameters" in c.get("metadata", {}).get("tags", [])]
+        assert cells, f"{path.name} has no injected-parameters cell"
+        injected[path.stem] = "".join(cells[0]["source"])
+    return injected

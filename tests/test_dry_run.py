@@ -12,12 +12,13 @@ import pandas as pd
 import pytest
 
 from negutils import eval as negbook_eval
-from negutils import run as runner
 from negutils.benchmarks import results_frame
 from negutils.benchmarks.published import MCQ_FILES
 from negutils.config import get_profile
 from negutils.core import read_results
 from negutils.models import TextFeatures, load_backbone
+
+from conftest import injected_parameters_of_every_chapter
 
 PROFILE = get_profile("gpu-dryrun")
 
@@ -25,15 +26,8 @@ PROFILE = get_profile("gpu-dryrun")
 @pytest.mark.notebooks
 def test_every_chapter_executes_on_the_real_path(dry_run_book):
     result, _ = dry_run_book
-    executed = sorted((result["stage"] / runner.CHAPTER_DIR).glob("*.ipynb"))
-    assert [p.stem for p in executed] == [s.stem for s in runner.notebook_sources()]
-    for path in executed:
-        nb = json.loads(path.read_text())
-        errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
-        assert not errors, f"{path.name}: {errors[0]['ename']}: {errors[0]['evalue']}"
-        injected = "".join(next(c for c in nb["cells"]
-                                if "injected-parameters" in c.get("metadata", {}).get("tags", []))["source"])
-        assert 'profile = "gpu-dryrun"' in injected and "ViT-B-32-random.pt" in injected
+    for chapter, injected in injected_parameters_of_every_chapter(result).items():
+        assert 'profile = "gpu-dryrun"' in injected and "ViT-B-32-random.pt" in injected, chapter
 
 
 @pytest.mark.notebooks

@@ -3,7 +3,6 @@
 The run writes under a temporary artifacts root (``NEGBOOK_ARTIFACTS``, which the notebook kernels
 inherit), never into the repository's ``artifacts/``; every read below goes through the same root."""
 import ast
-import json
 import re
 import shutil
 import time
@@ -18,6 +17,8 @@ from negutils import run as runner
 from negutils.config import REPO_ROOT, get_profile
 from negutils.report import NOT_MEASURED
 from negutils.core import read_results
+
+from conftest import injected_parameters_of_every_chapter
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +55,8 @@ def verdicts_agree(written, recomputed, at_least):
 @pytest.mark.notebooks
 def test_every_notebook_executes_without_errors(smoke_book):
     result, _ = smoke_book
-    executed = sorted((result["stage"] / runner.CHAPTER_DIR).glob("*.ipynb"))
-    assert [p.stem for p in executed] == [s.stem for s in runner.notebook_sources()]
-    for path in executed:
-        nb = json.loads(path.read_text())
-        errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
-        assert not errors, f"{path.name}: {errors[0]['ename']}: {errors[0]['evalue']}"
-        injected = [c for c in nb["cells"] if "injected-parameters" in c.get("metadata", {}).get("tags", [])]
-        assert injected and "profile = \"smoke\"" in "".join(injected[0]["source"])
+    for chapter, injected in injected_parameters_of_every_chapter(result).items():
+        assert 'profile = "smoke"' in injected, chapter
 
 
 @pytest.mark.notebooks
