@@ -23,6 +23,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .benchmarks.suite import evaluate_benchmarks
+from .core.cache import atomic_save
 from .config import get_profile
 from .methods.lcse import Calibration, default_calibration
 from .methods.registry import build_scorer
@@ -69,14 +70,16 @@ def data_environment(root: Path | None) -> dict[str, str]:
             if variable not in os.environ and (root / sub).exists()}
 
 
-def calibration(model: str, text: str | None) -> Calibration:
+def calibration(model: str, text: str | None) -> Calibration | None:
+    """LCSE's (mu, beta): ``--lcse-calibration``, else the paper's for a real backbone; None for the
+    book's own organisms, whose chapter 05 fits them."""
     if text:
         try:
             mu, beta = (float(x) for x in text.split(","))
         except ValueError as err:
             raise ValueError(f"--lcse-calibration {text!r}: expected MU,BETA, e.g. 0.22,30") from err
         return Calibration(mu, beta, "--lcse-calibration")
-    return default_calibration(model)
+    return None if model.startswith("negbook-") else default_calibration(model)
 
 
 def scorers(session, methods: list[str], lcse_calibration: Calibration | None, batch_size: int | None) -> dict:
@@ -85,8 +88,6 @@ def scorers(session, methods: list[str], lcse_calibration: Calibration | None, b
     size = {} if batch_size is None else {"batch_size": batch_size}
     vanilla = build_scorer("vanilla", backbone, **size)
     vocabulary = list(session.splits["val"].categories)
-    if "lcse" in methods and lcse_calibration is None:
-        raise ValueError(f"LCSE has no published (mu, beta) for {backbone.model_name}: pass --lcse-calibration MU,BETA")
     built = {"vanilla": lambda: vanilla, "ec": lambda: build_scorer("ec", vanilla, encode),
              "ktn": lambda: build_scorer("ktn", build_scorer("vanilla", backbone, flip_average=True, **size),
                                          encode, vocabulary),
@@ -98,6 +99,8 @@ def evaluate(args: argparse.Namespace) -> list[dict]:
     """Every requested method on every requested benchmark of every split the data has: result rows."""
     profile = get_profile(args.profile)
     lcse_calibration = calibration(args.model, args.lcse_calibration)
+    if "lcse" in args.method and lcse_calibration is None:     # before any data or weights are loaded
+        raise ValueError(f"LCSE has no published (mu, beta) for {args.model}: pass --lcse-calibration MU,BETA")
     checkpoint = None if args.checkpoint is None else str(args.checkpoint)
     splits = ("val", "ood") if os.environ.get("VOC_ROOT") else ("val",)
     session = open_session(profile.name, args.model, args.pretrained, checkpoint, args.device, splits=splits)
@@ -127,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, RuntimeError, ValueError) as err:
         print(f"negbook eval: error: {err}", file=sys.stderr)
         return 1
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    atomic_save(args.output, lambda tmp: tmp.write_text("".join(json.dumps(row) + "\n" for row in rows)))
     print(f"negbook eval: {len(rows)} rows written to {args.output}")
     return 0
 

@@ -34,3 +34,11 @@ def test_no_data_location_names_the_variable(monkeypatch, capsys):
 def test_a_malformed_calibration_is_refused(text):
     with pytest.raises(ValueError, match="expected MU,BETA"):
         negbook_eval.calibration("ViT-B-32", text)
+
+
+def test_lcse_on_a_model_without_published_calibration_asks_for_one_before_loading_anything(tmp_path, capsys):
+    code = negbook_eval.main(["--model", "negbook-tiny", "--checkpoint", __file__, "--method", "lcse",
+                              "--output", str(tmp_path / "r.jsonl")])
+    assert code == 1 and "pass --lcse-calibration MU,BETA" in capsys.readouterr().err
+    assert not (tmp_path / "r.jsonl").exists()
+    assert negbook_eval.calibration("ViT-B-32", None).mu == 0.22           # the LCSE paper's for CLIP
