@@ -13,11 +13,11 @@ from .training_free import (plot_calibration_grid, plot_dilution_vs_rejection, p
 from .world import (plot_mcq_breakdown, plot_negation_cosines, plot_pretraining, plot_recognition,
                     show_confusion_gallery, show_factor_examples, show_mcq_examples, show_samples)
 
-__all__ = ["plot_absent", "plot_against_untrained", "plot_attention_heads", "plot_calibration_grid", "plot_concept_polarity",
-           "plot_dilution", "plot_dilution_vs_rejection", "plot_embedding_maps", "plot_gains", "plot_layer_sweep",
-           "plot_lcd", "plot_lcd_by_rate", "plot_lcd_by_structure", "plot_lcd_controls", "plot_lemma1",
-           "plot_mcq_breakdown", "plot_mcq_methods", "plot_measures", "plot_negation_cosines", "plot_notebook_times",
-           "plot_operator_accuracy", "plot_pretraining", "plot_probe", "plot_protocols", "plot_quadrant_heatmap",
-           "plot_ranking_similarity", "plot_ratios", "plot_recognition", "plot_score_corrections", "plot_separation",
-           "plot_span_residual", "plot_training", "plot_unified", "show_confusion_gallery", "show_factor_examples",
-           "show_mcq_examples", "show_samples"]
+__all__ = ["plot_absent", "plot_against_untrained", "plot_attention_heads", "plot_calibration_grid",
+           "plot_concept_polarity", "plot_dilution", "plot_dilution_vs_rejection", "plot_embedding_maps", "plot_gains",
+           "plot_layer_sweep", "plot_lcd", "plot_lcd_by_rate", "plot_lcd_by_structure", "plot_lcd_controls",
+           "plot_lemma1", "plot_mcq_breakdown", "plot_mcq_methods", "plot_measures", "plot_negation_cosines",
+           "plot_notebook_times", "plot_operator_accuracy", "plot_pretraining", "plot_probe", "plot_protocols",
+           "plot_quadrant_heatmap", "plot_ranking_similarity", "plot_ratios", "plot_recognition",
+           "plot_score_corrections", "plot_separation", "plot_span_residual", "plot_training", "plot_unified",
+           "show_confusion_gallery", "show_factor_examples", "show_mcq_examples", "show_samples"]

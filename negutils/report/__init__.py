@@ -14,11 +14,11 @@ from .verdicts import (NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICT
                        collapse_verdicts, judge, ktn_measures, ktn_verdicts, lcse_measures, lcse_verdicts,
                        peakpatch_verdicts, result_measures)
 
-__all__ = ["BOOK_BUDGET_SECONDS", "BOOK_TABLES", "Claim", "NEGFULL", "NOT_MEASURED", "NOT_REPRODUCED", "PARTLY", "REPRODUCED",
-           "VERDICTS", "judge", "ktn_measures", "lcse_measures", "result_measures", "ablation_table",
-           "agreement_summary", "beside_paper", "beside_table", "best_negfull", "bootstrap_ci",
-           "collapse_measures", "collapse_verdicts", "differences", "eager_edit_floor", "format_unified", "has_results", "line_label",
-           "highlight_differences", "ktn_verdicts", "method_table", "methods_beside_paper", "lcse_verdicts", "leaders", "load_ours",
-           "notebook_times", "our_numbers", "our_values", "paper_metric", "paper_numbers", "paper_value",
+__all__ = ["BOOK_BUDGET_SECONDS", "BOOK_TABLES", "Claim", "NEGFULL", "NOT_MEASURED", "NOT_REPRODUCED", "PARTLY",
+           "REPRODUCED", "VERDICTS", "judge", "ktn_measures", "lcse_measures", "result_measures", "ablation_table",
+           "agreement_summary", "beside_paper", "beside_table", "best_negfull", "bootstrap_ci", "collapse_measures",
+           "collapse_verdicts", "differences", "eager_edit_floor", "format_unified", "has_results", "line_label",
+           "highlight_differences", "ktn_verdicts", "method_table", "methods_beside_paper", "lcse_verdicts", "leaders",
+           "load_ours", "notebook_times", "our_numbers", "our_values", "paper_metric", "paper_numbers", "paper_value",
            "peakpatch_verdicts", "ratio_summary", "read_bench", "read_items", "record_evaluation", "sweep_summary",
            "unified_findings", "unified_table", "write_items", "write_results"]
