@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from .benchmarks.published import PUBLISHED_LAYOUT
 from .benchmarks.suite import evaluate_benchmarks
 from .core.cache import atomic_save
 from .config import get_profile
@@ -35,7 +36,6 @@ BENCHMARKS = {"negbench-mcq": ("mcq",),
               "coco-confusion-2c": ("confusion_2c",), "coco-confusion-3c": ("confusion_3c",), "factor": ("factor",),
               "valse": ("valse_existence",)}
 METHODS = ("vanilla", "ec", "ktn", "lcse")
-DATA_LAYOUT = {"COCO_IMAGE_ROOT": "coco", "VOC_ROOT": "voc/VOCdevkit/VOC2007", "NEGBENCH_CSV_DIR": "negbench"}
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,11 +62,11 @@ def data_environment(root: Path | None) -> dict[str, str]:
     """The dataset variables ``--data-root`` stands for (those already set win); a root without COCO is an error."""
     if root is None:
         return {}
-    if not (root / DATA_LAYOUT["COCO_IMAGE_ROOT"] / "annotations" / "instances_val2017.json").exists():
+    if not (root / PUBLISHED_LAYOUT["COCO_IMAGE_ROOT"] / "annotations" / "instances_val2017.json").exists():
         raise FileNotFoundError(f"--data-root {root} has no coco/annotations/instances_val2017.json: write the "
                                 "layout with data_recipes/published_layouts.py, or data_recipes/coco2017.py --root "
                                 f"{root / 'coco'}")
-    return {variable: str(root / sub) for variable, sub in DATA_LAYOUT.items()
+    return {variable: str(root / sub) for variable, sub in PUBLISHED_LAYOUT.items()
             if variable not in os.environ and (root / sub).exists()}
 
 

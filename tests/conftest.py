@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from negutils import run as runner
 from negutils.config import REPO_ROOT, get_profile
 from negutils.world import WorldConfig, build_world
 
@@ -46,8 +47,6 @@ def dry_run_book(smoke_artifacts, tmp_path_factory):
     """The gpu profile's code path on CPU (``gpu-dryrun``): ViT-B-32 with QuickGELU from a random local
     checkpoint, the smoke world's val and ood splits in COCO's, VOC's and NegBench's published
     layouts, every chapter through papermill, and the book built from them."""
-    from negutils import run as runner
-
     out = tmp_path_factory.mktemp("dry-run-book")
     return runner.run("gpu-dryrun", book_out=out), out
 
@@ -55,8 +54,6 @@ def dry_run_book(smoke_artifacts, tmp_path_factory):
 def injected_parameters_of_every_chapter(result) -> dict[str, str]:
     """{chapter: its injected-parameters cell} of a ``runner.run`` result, after checking that every
     chapter was executed and no cell of any raised."""
-    from negutils import run as runner
-
     executed = sorted((result["stage"] / runner.CHAPTER_DIR).glob("*.ipynb"))
     assert [p.stem for p in executed] == [s.stem for s in runner.notebook_sources()]
     injected = {}

@@ -38,11 +38,18 @@ RETRIEVAL_FILES = {"val": {"retrieval_affirmative": "COCO_val_retrieval.csv",
 RETRIEVAL_COLUMNS = ["filepath", "captions"]
 
 
+# where write_published_world puts each dataset under its root, by the variable that names it
+PUBLISHED_LAYOUT = {"COCO_IMAGE_ROOT": "coco", "VOC_ROOT": "voc/VOCdevkit/VOC2007", "NEGBENCH_CSV_DIR": "negbench"}
+
+
+def _file_names(split: str) -> dict[str, str]:
+    """{benchmark name: published file name} of ``split`` (``val`` or ``ood``)."""
+    return ({"mcq": MCQ_FILES[split]} if split in MCQ_FILES else {}) | RETRIEVAL_FILES.get(split, {})
+
+
 def published_files(csv_dir: str | os.PathLike, split: str) -> dict[str, Path]:
     """{benchmark name: path} of the published files for ``split`` (``val`` or ``ood``) present in ``csv_dir``."""
-    names = {"mcq": MCQ_FILES[split]} if split in MCQ_FILES else {}
-    names.update(RETRIEVAL_FILES.get(split, {}))
-    return {name: Path(csv_dir) / file for name, file in names.items() if (Path(csv_dir) / file).exists()}
+    return {name: Path(csv_dir) / file for name, file in _file_names(split).items() if (Path(csv_dir) / file).exists()}
 
 
 def _image_ids(paths: list[str], split: CocoSplit, source: Path, column: str) -> list[int]:
@@ -130,8 +137,7 @@ def write_published(frames: dict[str, pd.DataFrame], split_name: str, csv_dir: s
     """Write the published files of ``split_name`` from the book's frames (``mcq``, and for ``val``
     the two retrieval sets) into ``csv_dir``."""
     written = []
-    files = {"mcq": MCQ_FILES[split_name], **RETRIEVAL_FILES.get(split_name, {})}
-    for name, file in files.items():
+    for name, file in _file_names(split_name).items():
         frame = published_mcq(frames[name], image_path) if name == "mcq" else \
             published_retrieval(frames[name], image_path)
         written.append(atomic_save(Path(csv_dir) / file,
@@ -152,11 +158,11 @@ def write_published_world(splits: dict[str, CocoSplit], out: str | os.PathLike, 
     ``foreign_root``. Returns the environment the ``coco`` dataset reads them through:
     ``COCO_IMAGE_ROOT``, ``VOC_ROOT`` (after the VOC recipe's conversion) and ``NEGBENCH_CSV_DIR``."""
     out = Path(out)
-    coco = write_coco_layout(splits["val"], out / "coco")
-    voc = write_voc_layout(splits["ood"], out / "voc")
+    coco = write_coco_layout(splits["val"], out / PUBLISHED_LAYOUT["COCO_IMAGE_ROOT"])
+    voc = write_voc_layout(splits["ood"], out / Path(PUBLISHED_LAYOUT["VOC_ROOT"]).parents[1])   # VOCdevkit's parent
     convert_voc(voc)
     val, ood = read_coco_val(coco), read_voc_test(voc)
-    csv_dir = out / "negbench"
+    csv_dir = out / PUBLISHED_LAYOUT["NEGBENCH_CSV_DIR"]
     affirmative, negated = build_retrieval(val, retrieval_seed)
     write_published({"mcq": build_mcq(val, mcq), "retrieval_affirmative": affirmative, "retrieval_negated": negated},
                     "val", csv_dir, lambda i: f"{foreign_root}/coco/val2017/{coco_file_name(i)}")

@@ -51,7 +51,6 @@ def voc_file_stem(image_id: int) -> str:
 
 def _save_jpeg(image: Image.Image | np.ndarray, path: Path) -> None:
     image = Image.fromarray(np.asarray(image)) if not isinstance(image, Image.Image) else image
-    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_save(path, lambda tmp: image.convert("RGB").save(tmp, format="JPEG", quality=JPEG_QUALITY))
 
 
@@ -126,11 +125,8 @@ def write_voc_layout(split: CocoSplit, root: str | os.PathLike) -> Path:
             x2, y2 = max(x1, int(round(x + w))), max(y1, int(round(y + h)))
             for key, value in (("xmin", x1), ("ymin", y1), ("xmax", x2), ("ymax", y2)):
                 ET.SubElement(box, key).text = str(value)
-        path = voc / "Annotations" / f"{stem}.xml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_save(path, lambda tmp, tree=ET.ElementTree(xml): tree.write(tmp, encoding="utf-8"))
+        atomic_save(voc / "Annotations" / f"{stem}.xml",
+                    lambda tmp, tree=ET.ElementTree(xml): tree.write(tmp, encoding="utf-8"))
         stems.append(stem)
-    listing = voc / "ImageSets" / "Main" / "test.txt"
-    listing.parent.mkdir(parents=True, exist_ok=True)
-    atomic_save(listing, lambda tmp: tmp.write_text("".join(f"{s}\n" for s in stems)))
+    atomic_save(voc / "ImageSets" / "Main" / "test.txt", lambda tmp: tmp.write_text("".join(f"{s}\n" for s in stems)))
     return voc
