@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) bench/training_free_overhead.py
 	$(PY) bench/peakpatch_training.py
 	$(PY) bench/organism_probe.py
+	$(PY) bench/parse_set.py --revisions 934bf9c
 
 clean:
 	rm -rf artifacts book/_build

@@ -1,11 +1,12 @@
 """``negbook eval``: any open_clip model on the book's negation benchmarks in one command, in
 CLIP_benchmark's spirit (``clip_benchmark eval --model ... --pretrained ... --dataset ...``), with the
-training-free methods beside it: the output is a method x benchmark table, one JSON row per
+book's methods beside it: the output is a method x benchmark table, one JSON row per
 (method, split, task) in CLIP_benchmark's shape plus ``split`` and ``method``.
 
     negbook eval --model ViT-B-32 --pretrained openai --benchmark all --method vanilla ktn lcse \\
         --data-root /data/negbook --output results.jsonl
-    python -m negutils.eval --model ViT-B-32 --checkpoint weights.pt --benchmark negbench-mcq
+    python -m negutils.eval --model ViT-B-32 --checkpoint weights.pt --benchmark negbench-mcq \\
+        --method vanilla peakpatch:artifacts/gpu/peakpatch/export/peakpatch-joint-negbench.pt
 
 Data: ``--data-root`` is a folder laid out as ``data_recipes/published_layouts.py`` writes it
 (``coco/``, ``voc/VOCdevkit/VOC2007``, ``negbench/``), or set ``COCO_IMAGE_ROOT``, ``VOC_ROOT`` and
@@ -27,7 +28,8 @@ from .benchmarks.suite import evaluate_benchmarks
 from .core.cache import atomic_save
 from .config import get_profile
 from .methods.lcse import Calibration, default_calibration
-from .methods.registry import build_scorer
+from .methods.peakpatch.export import load_peakpatch, read_export
+from .methods.registry import build_scorer, scorer_dict
 from .session import open_session
 
 # benchmark name on the command line -> the suite's task names (FACTOR's are its splits)
@@ -36,6 +38,14 @@ BENCHMARKS = {"negbench-mcq": ("mcq",),
               "coco-confusion-2c": ("confusion_2c",), "coco-confusion-3c": ("confusion_3c",), "factor": ("factor",),
               "valse": ("valse_existence",)}
 METHODS = ("vanilla", "ec", "ktn", "lcse")
+PEAKPATCH = "peakpatch:"        # peakpatch:FILE, a PeakPatch export (chapter 03 writes the joint model's)
+
+
+def method_spec(text: str) -> str:
+    """``--method``'s values: a training-free method's name, or ``peakpatch:FILE``."""
+    if text in METHODS or (text.startswith(PEAKPATCH) and len(text) > len(PEAKPATCH)):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(METHODS)} or peakpatch:FILE")
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,7 +55,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     weights.add_argument("--pretrained", help="an open_clip pretrained tag, e.g. openai")
     weights.add_argument("--checkpoint", type=Path, help="a local weights file (every key is checked)")
     parser.add_argument("--benchmark", nargs="+", default=["all"], choices=[*BENCHMARKS, "all"])
-    parser.add_argument("--method", nargs="+", default=["vanilla"], choices=METHODS)
+    parser.add_argument("--method", nargs="+", default=["vanilla"], type=method_spec,
+                        help=f"{', '.join(METHODS)} or peakpatch:FILE (a PeakPatch export); several allowed")
     parser.add_argument("--lcse-calibration", metavar="MU,BETA",
                         help="LCSE's (mu, beta); default: the LCSE paper's for CLIP or SigLIP2 models")
     parser.add_argument("--data-root", type=Path, help="a folder with coco/, voc/ and negbench/ "
@@ -54,6 +65,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                         "folder are used (gpu; gpu-dryrun for the dry run's files)")
     parser.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
     parser.add_argument("--batch-size", type=int, help="images per encoder batch (default: the chapters')")
+    parser.add_argument("--accept-identical-options", action="store_true",
+                        help="score questions whose options tokenise identically as ties (default: an error)")
     parser.add_argument("--output", type=Path, default=Path("results.jsonl"))
     return parser.parse_args(argv)
 
@@ -83,7 +96,8 @@ def calibration(model: str, text: str | None) -> Calibration | None:
 
 
 def scorers(session, methods: list[str], lcse_calibration: Calibration | None, batch_size: int | None) -> dict:
-    """The chapters' scorers (chapter 04's EC and KTN, chapter 05's LCSE) on the session's backbone."""
+    """The chapters' scorers (chapter 04's EC and KTN, chapter 05's LCSE, chapter 03's PeakPatch from
+    its export) on the session's backbone."""
     backbone, encode = session.backbone, session.backbone.encode_text
     size = {} if batch_size is None else {"batch_size": batch_size}
     vanilla = build_scorer("vanilla", backbone, **size)
@@ -92,7 +106,8 @@ def scorers(session, methods: list[str], lcse_calibration: Calibration | None, b
              "ktn": lambda: build_scorer("ktn", build_scorer("vanilla", backbone, flip_average=True, **size),
                                          encode, vocabulary),
              "lcse": lambda: build_scorer("lcse", vanilla, encode, lcse_calibration)}
-    return {m: built[m]() for m in methods}
+    return scorer_dict(*(load_peakpatch(m[len(PEAKPATCH):], backbone, image_scorer=vanilla, **size)
+                         if m.startswith(PEAKPATCH) else built[m]() for m in methods))
 
 
 def evaluate(args: argparse.Namespace) -> list[dict]:
@@ -101,11 +116,14 @@ def evaluate(args: argparse.Namespace) -> list[dict]:
     lcse_calibration = calibration(args.model, args.lcse_calibration)
     if "lcse" in args.method and lcse_calibration is None:     # before any data or weights are loaded
         raise ValueError(f"LCSE has no published (mu, beta) for {args.model}: pass --lcse-calibration MU,BETA")
+    for spec in args.method:                                   # a bad export is refused before the data is read
+        if spec.startswith(PEAKPATCH):
+            read_export(spec[len(PEAKPATCH):])
     checkpoint = None if args.checkpoint is None else str(args.checkpoint)
     splits = ("val", "ood") if os.environ.get("VOC_ROOT") else ("val",)
     session = open_session(profile.name, args.model, args.pretrained, checkpoint, args.device, splits=splits)
     names = list(BENCHMARKS) if "all" in args.benchmark else args.benchmark
-    bench = session.benchmarks(splits)
+    bench = session.benchmarks(splits, accept_identical_options=args.accept_identical_options)
     label = str(args.checkpoint or args.pretrained)
     rows = []
     for scorer in scorers(session, args.method, lcse_calibration, args.batch_size).values():

@@ -180,9 +180,10 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
     params = {"profile": profile, **(parameters or {})}
     environment = {}
     if prof.dry_run:            # the kernels inherit the environment that points them at the dry run's files
-        environment, checkpoint = dry_run_inputs(prof)
-        params.setdefault("checkpoint", str(checkpoint))
-        print(f"[negbook] dry run of the real path: {prof.backbone} from {checkpoint}; "
+        environment, inputs = dry_run_inputs(prof)
+        params = {**inputs, **params}
+        print(f"[negbook] dry run of the real path: {prof.backbone} from {inputs['checkpoint']}, the released "
+              f"NegFull from {inputs['negfull_checkpoint']}; "
               + ", ".join(f"{k}={v}" for k, v in environment.items()), flush=True)
     with _environment(environment):
         return _execute(prof, only, params, stage, book_out, build)

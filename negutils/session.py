@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from .benchmarks.published import with_published, write_published_world
 from .benchmarks.suite import Benchmarks, ensure_benchmarks
+from .benchmarks.tokenisation import check_tokenisation, tokenisation_report, tokenisation_summary
 from .config import Profile, dataset_root, get_profile
 from .core.cache import atomic_write_json, config_hash
 from .core.results import read_results, write_results
-from .models.backbone import Backbone, create_model, load_backbone, save_checkpoint
+from .models.backbone import Backbone, create_model, load_backbone, save_checkpoint, save_training_checkpoint
 from .models.pretrain import PretrainResult, ensure_pretrained, load_pretrained
 from .world.coco import CocoSplit, load_split
 from .world.generate import SPLITS, ensure_world
@@ -55,17 +57,26 @@ class Session:
     def dataset(self) -> str:
         return self.profile.dataset
 
-    def benchmarks(self, splits: tuple[str, ...] = ("val", "ood")) -> dict[str, Benchmarks]:
+    def benchmarks(self, splits: tuple[str, ...] = ("val", "ood"), accept_identical_options: bool = False
+                   ) -> dict[str, Benchmarks]:
         """Every benchmark of these splits (those the dataset has), built once and cached. On the
         ``coco`` dataset with ``$NEGBENCH_CSV_DIR`` set, NegBench's published CSVs found there replace
-        the book's own MCQ and retrieval sets (``negutils.benchmarks.published``)."""
+        the book's own MCQ and retrieval sets (``negutils.benchmarks.published``). Each split's
+        ``tokenisation`` reports, per file, the captions this backbone's tokenizer cuts at its context
+        and the option sets it makes identical (an error unless ``accept_identical_options``)."""
         out = {}
         for s in (s for s in splits if s in self.splits):
             bench = ensure_benchmarks(self.splits[s], self.profile.benchmarks, self.profile.artifacts_dir(),
                                       self.data_key)
             if self.dataset == "coco" and os.environ.get("NEGBENCH_CSV_DIR"):
                 bench = with_published(bench, dataset_root("NEGBENCH_CSV_DIR"), self.splits[s])
+            if self.backbone is not None:        # chapter 07's sweep session brings its backbones later
+                report = check_tokenisation(tokenisation_report(bench, self.backbone), accept_identical_options)
+                bench = replace(bench, tokenisation=report)
             out[s] = bench
+        reports = [b.tokenisation for b in out.values() if b.tokenisation is not None]
+        if reports:
+            print(tokenisation_summary(pd.concat(reports, ignore_index=True)))
         return out
 
     def untrained_backbone(self) -> Backbone:
@@ -77,8 +88,11 @@ class Session:
         return untrained
 
     def backbone_from(self, checkpoint: str | os.PathLike) -> Backbone:
-        """The same architecture with weights from a local checkpoint (keys checked by the loader)."""
-        return load_backbone(self.backbone.model_name, checkpoint=str(checkpoint), device=str(self.backbone.device))
+        """Weights fine-tuned from this backbone (a released NegFull) in its architecture and activation:
+        a foreign checkpoint (open_clip's training format, ``module.``-prefixed keys) records no
+        activation, and OpenAI-initialised weights run with the QuickGELU they were trained with."""
+        return load_backbone(self.backbone.model_name, checkpoint=str(checkpoint), device=str(self.backbone.device),
+                             quick_gelu=self.backbone.report.quick_gelu)
 
 
 def open_session(profile: str, backbone: str | None = None, pretrained: str | None = None,
@@ -141,25 +155,30 @@ def load_splits(profile: Profile, names: tuple[str, ...] | None = None, coco_roo
     raise ValueError(f"profile {profile.name!r}: unknown dataset {profile.dataset!r} (embedded or coco)")
 
 
-def dry_run_inputs(profile: Profile, progress: bool = True) -> tuple[dict[str, str], Path]:
-    """What a ``dry_run`` profile reads where the ``gpu`` profile reads downloads: the ``val`` and
-    ``ood`` splits of its embedded world in the published layouts (COCO val2017, VOC2007 and
-    NegBench's CSVs, ``negutils.benchmarks.published``) and a randomly initialised checkpoint of its
-    backbone with QuickGELU (how OpenAI's weights run), written once per world under
-    ``artifacts/<profile>/``. Returns the environment that points the ``coco`` dataset at the files
-    (``COCO_IMAGE_ROOT``, ``VOC_ROOT``, ``NEGBENCH_CSV_DIR``) and the checkpoint's path."""
+def dry_run_inputs(profile: Profile, progress: bool = True) -> tuple[dict[str, str], dict[str, str]]:
+    """What a ``dry_run`` profile reads where the ``gpu`` profile reads downloads, written once per
+    world under ``artifacts/<profile>/``: the ``val`` and ``ood`` splits of its embedded world in the
+    published layouts (COCO val2017, VOC2007 and NegBench's CSVs, ``negutils.benchmarks.published``),
+    a randomly initialised checkpoint of its backbone with QuickGELU (how OpenAI's weights run), and
+    another in open_clip's training-script format with no metadata, as a released NegFull comes.
+    Returns the environment that points the ``coco`` dataset at the files (``COCO_IMAGE_ROOT``,
+    ``VOC_ROOT``, ``NEGBENCH_CSV_DIR``) and the notebook parameters naming the two checkpoints
+    (``checkpoint``, ``negfull_checkpoint``)."""
     if not profile.dry_run or profile.backbone is None:
         raise ValueError(f"profile {profile.name!r} is not a dry run of a real backbone")
     world = ensure_world(profile.world, profile.artifacts_dir(), progress=progress)
-    folder = profile.artifacts_dir() / f"dry-run-{config_hash([profile.world.key(), profile.backbone])}"
+    folder = profile.artifacts_dir() / f"dry-run-{config_hash([profile.world.key(), profile.backbone, 2])}"
     record = folder / "inputs.json"
     if not record.exists():
         splits = {name: load_split(world / name) for name in ("val", "ood")}
         env = write_published_world(splits, folder / "data", profile.benchmarks.mcq,
                                     profile.benchmarks.retrieval_seed)
-        # another seed than the untrained control's (load_backbone's seed 0), so "trained" and untrained differ
+        # other seeds than the untrained control's (load_backbone's seed 0), so "trained" and untrained differ
         checkpoint = save_checkpoint(create_model(profile.backbone, quick_gelu=True, seed=1),
                                      folder / f"{profile.backbone}-random.pt", profile.backbone, quick_gelu=True)
-        atomic_write_json(record, {"env": {k: str(v) for k, v in env.items()}, "checkpoint": str(checkpoint)})
+        negfull = save_training_checkpoint(create_model(profile.backbone, quick_gelu=True, seed=2),
+                                           folder / "negfull-released" / "finetuned_checkpoint.pt", "negfull-dry-run")
+        atomic_write_json(record, {"env": {k: str(v) for k, v in env.items()},
+                                   "parameters": {"checkpoint": str(checkpoint), "negfull_checkpoint": str(negfull)}})
     written = json.loads(record.read_text())
-    return written["env"], Path(written["checkpoint"])
+    return written["env"], written["parameters"]

@@ -224,3 +224,25 @@ def test_a_caption_cut_at_the_context_length_warns_and_one_that_just_fits_does_n
     with pytest.warns(UserWarning, match=r"1 caption\(s\) exceed the context length"):
         tokens = tiny.tokenize([fits, cut, "a dog"])
     assert tokens.shape == (3, tiny.context_length)
+
+
+def test_a_released_fine_tune_loads_in_its_base_models_activation(tmp_path):
+    """A NegFull released in open_clip's training format records no activation: fine-tuned from a
+    QuickGELU model, it must run with QuickGELU (a plain GELU loads every key and is silently wrong)."""
+    from negutils.config import get_profile
+    from negutils.models import create_model, save_training_checkpoint
+    from negutils.session import Session
+
+    base = load_backbone("negbook-tiny", quick_gelu=True)
+    tuned_model = create_model("negbook-tiny", quick_gelu=True, seed=3)
+    path = save_training_checkpoint(tuned_model, tmp_path / "finetuned_checkpoint.pt", "negfull")
+    blob = torch.load(path, weights_only=True)
+    assert blob["epoch"] == 1 and all(k.startswith("module.") for k in blob["state_dict"])
+    session = Session(get_profile("smoke"), {}, base, "test", "data")
+    tuned = session.backbone_from(path)
+    assert tuned.report.quick_gelu and tuned.report.n_tensors_loaded == len(tuned_model.state_dict())
+    with torch.no_grad():
+        expected = F.normalize(tuned_model.encode_text(tuned.tokenize(CAPTIONS)), dim=-1)
+    assert torch.allclose(tuned.encode_text(CAPTIONS), expected, atol=1e-5)
+    plain = load_backbone("negbook-tiny", checkpoint=path)          # the trap: same keys, other activation
+    assert not torch.allclose(plain.encode_text(CAPTIONS), expected, atol=1e-3)

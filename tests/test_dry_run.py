@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from negutils import eval as negbook_eval
 from negutils.benchmarks import results_frame
@@ -33,7 +34,7 @@ def test_every_chapter_executes_on_the_real_path(dry_run_book):
 @pytest.mark.notebooks
 def test_the_checkpoint_is_vit_b32_as_openai_weights_run(dry_run_book):
     inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
-    backbone = load_backbone("ViT-B-32", checkpoint=inputs["checkpoint"])    # the loader that checks every key
+    backbone = load_backbone("ViT-B-32", checkpoint=inputs["parameters"]["checkpoint"])    # the loader that checks every key
     assert backbone.report.quick_gelu and backbone.report.n_tensors_loaded == len(backbone.model.state_dict())
     assert backbone.image_size == 224 and backbone.context_length == 77
     assert set(inputs["env"]) == {"COCO_IMAGE_ROOT", "VOC_ROOT", "NEGBENCH_CSV_DIR"}
@@ -54,6 +55,20 @@ def test_the_chapters_read_coco_voc_and_the_published_csvs(dry_run_book):
 
 
 @pytest.mark.notebooks
+def test_chapter_03_evaluates_the_released_negfull_in_its_base_models_activation(dry_run_book):
+    result, _ = dry_run_book
+    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    released = torch.load(inputs["parameters"]["negfull_checkpoint"], weights_only=True)
+    assert "negbook" not in released and next(iter(released["state_dict"])).startswith("module.")
+    chapter = json.loads((result["stage"] / "chapters" / "03_peakpatch.ipynb").read_text())
+    printed = "".join("".join(o.get("text", [])) for c in chapter["cells"]
+                      if "negfull_checkpoint" in "".join(c["source"]) for o in c.get("outputs", []))
+    assert f"checkpoint {inputs['parameters']['negfull_checkpoint']}" in printed and "activation QuickGELU" in printed
+    results = read_results(PROFILE, "03_results")
+    assert {"mcq", "retrieval"} <= set(results.loc[results["method"] == "NegFull (released)", "task"])
+
+
+@pytest.mark.notebooks
 def test_the_dry_run_builds_its_book_with_a_real_backbone_line(dry_run_book):
     result, out = dry_run_book
     assert result["index"] == out / "_build" / "html" / "index.html" and result["index"].exists()
@@ -68,21 +83,23 @@ def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_book, tmp_pat
         monkeypatch.setenv(variable, "")
         monkeypatch.delenv(variable)
     out = tmp_path / "results.jsonl"
+    export = PROFILE.artifacts_dir() / "peakpatch" / "export" / "peakpatch-joint-negbench.pt"    # chapter 03 writes it
     data_root = Path(inputs["env"]["COCO_IMAGE_ROOT"]).parent
-    assert negbook_eval.cli(["eval", "--model", "ViT-B-32", "--checkpoint", inputs["checkpoint"], "--profile",
+    assert negbook_eval.cli(["eval", "--model", "ViT-B-32", "--checkpoint", inputs["parameters"]["checkpoint"], "--profile",
                              "gpu-dryrun", "--data-root", str(data_root), "--method", "vanilla", "ktn",
-                             "--output", str(out)]) == 0
+                             f"peakpatch:{export}", "--output", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert {"dataset", "split", "model", "pretrained", "task", "metrics", "method"} == set(rows[0])
     ours = results_frame([{k: v for k, v in r.items() if k != "method"} | {"metrics": {**r["metrics"],
                           "method": r["method"]}} for r in rows])
     assert {"mcq", "retrieval_negated", "confusion_2c", "valse_existence"} <= set(ours["task"])
-    assert set(ours["split"]) == {"val", "ood"} and set(ours["method"]) == {"vanilla", "KTN"}
+    assert set(ours["split"]) == {"val", "ood"} and set(ours["method"]) == {"vanilla", "KTN", "PeakPatch (joint)"}
     key = ["method", "split", "task"]
     vanilla = read_results(PROFILE, "01_vanilla").query("pretrained != 'untrained'").assign(method="vanilla")
-    chapters = pd.concat([vanilla, read_results(PROFILE, "04_results").query("method == 'KTN'")], ignore_index=True)
+    chapters = pd.concat([vanilla, read_results(PROFILE, "04_results").query("method == 'KTN'"),
+                          read_results(PROFILE, "03_results").query("method == 'PeakPatch (joint)'")], ignore_index=True)
     both = ours.merge(chapters, on=key, suffixes=("", " (chapter)"))
-    assert len(both) >= 10 and set(both["method"]) == {"vanilla", "KTN"}
+    assert len(both) >= 15 and set(both["method"]) == set(ours["method"])
     for metric in ("accuracy", "R@5", "mAP"):
         measured = both.dropna(subset=[metric, f"{metric} (chapter)"])
         assert len(measured), metric
@@ -97,7 +114,7 @@ def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_book
     captions = tmp_path / "captions.txt"
     captions.write_text("\n".join(["There is no dog.", "A cat and no chair.", "A red kite above a tree."] * 3) + "\n")
     args = ["-m", "negutils.models.features", str(captions), "--model", "ViT-B-32", "--checkpoint",
-            inputs["checkpoint"], "--l-p", "8", "--l-a", "6", "--batch-size", "4"]
+            inputs["parameters"]["checkpoint"], "--l-p", "8", "--l-a", "6", "--batch-size", "4"]
     # torchrun runs each rank on one thread; ViT-B-32's matrix products round differently on two, so the
     # one-process cache it must equal is computed on one thread too
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -42,3 +42,19 @@ def test_lcse_on_a_model_without_published_calibration_asks_for_one_before_loadi
     assert code == 1 and "pass --lcse-calibration MU,BETA" in capsys.readouterr().err
     assert not (tmp_path / "r.jsonl").exists()
     assert negbook_eval.calibration("ViT-B-32", None).mu == 0.22           # the LCSE paper's for CLIP
+
+
+def test_a_peakpatch_method_names_its_missing_export_before_loading_anything(tmp_path, capsys):
+    missing = tmp_path / "joint.pt"
+    code = negbook_eval.main(["--model", "negbook-tiny", "--checkpoint", __file__, "--method", "vanilla",
+                              f"peakpatch:{missing}", "--output", str(tmp_path / "r.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 1 and f"PeakPatch export {missing} does not exist" in err and "chapter 03" in err
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("spec", ["peakpatch:", "peak", "KTN"])
+def test_an_unknown_method_is_refused_by_the_command_line(spec, capsys):
+    with pytest.raises(SystemExit):
+        negbook_eval.parse_arguments(["--model", "ViT-B-32", "--pretrained", "openai", "--method", spec])
+    assert "expected one of vanilla, ec, ktn, lcse or peakpatch:FILE" in capsys.readouterr().err

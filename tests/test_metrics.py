@@ -15,8 +15,9 @@ def test_recall_on_a_hand_computed_case():
     assert recall_at_k(scores, [0, 1, 2], ks=(1, 2, 3)) == {"R@1": 1 / 3, "R@2": 2 / 3, "R@3": 1.0}
 
 
-def test_ties_count_in_the_targets_favour():
-    assert ranks_of_targets(np.ones((2, 4)), [1, 3]).tolist() == [0, 0]
+def test_ties_count_against_the_target():
+    # a constant scorer ranks every target last (a favourable count would give it R@1 = 100%)
+    assert ranks_of_targets(np.ones((2, 4)), [1, 3]).tolist() == [3, 3]
 
 
 def test_retrieval_recall_both_directions_and_chance():
@@ -24,7 +25,7 @@ def test_retrieval_recall_both_directions_and_chance():
     scores[0] = [0.0, 1.0, 0.0, 0.0]  # text 0 prefers image 1; image 1 ties texts 0 and 1
     out = retrieval_recall(scores, ks=(1,))
     assert out["t2i_R@1"] == 0.75
-    assert out["i2t_R@1"] == 1.0
+    assert out["i2t_R@1"] == 0.5       # ties count against the target: image 0 ties all four texts at 0, image 1 ties two
     assert out["chance_R@1"] == 0.25 and out["gallery"] == 4
 
 
@@ -92,10 +93,10 @@ def test_recall_with_positive_sets_and_pessimistic_ties():
     assert recall_at_k_sets(scores, [[0], [1]], ks=(1, 3))["R@3"] == 1.0
 
 
-def test_pairwise_accuracy_ties_lose():
+def test_pairwise_accuracy_splits_ties():
     from negutils.core import pairwise_accuracy
 
-    assert pairwise_accuracy([[0.3, 0.1], [0.2, 0.2], [0.1, 0.5]], [0, 0, 1]) == pytest.approx(2 / 3)
+    assert pairwise_accuracy([[0.3, 0.1], [0.2, 0.2], [0.1, 0.5]], [0, 0, 1]) == pytest.approx(2.5 / 3)
 
 
 def test_spearman_against_definition():

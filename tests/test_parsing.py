@@ -136,3 +136,35 @@ def test_parses_kept_on_disk_are_read_by_the_next_process_and_a_damaged_chunk_is
     with pytest.warns(UserWarning, match="could not be read"):
         keep_parses_on_disk(tmp_path)
     assert not damaged.exists() and set(parsing._PARSED) == {captions[2]}    # the rest is parsed when asked
+
+
+def test_the_labelled_parse_set_is_parsed_exactly_and_never_negates_what_a_caption_affirms():
+    from negutils.methods import PARSE_SET, parse_set_summary, read_parse_set, score_parses
+
+    labelled = read_parse_set(PARSE_SET)
+    assert len(labelled) >= 150
+    kinds = " ".join(labelled["kind"])
+    for kind in ("LCSE Table 7", "NegBench MCQ", "Retrieval-Neg", "COCO-Confusion", "VALSE", "FACTOR", "nested",
+                 "compound", "predicate after comma", "lacking", "free of", "devoid of", "with no", "without any",
+                 "nothing", "nobody", "no one", "no-one", "none of", "foreign language", "knotted", "no smoking"):
+        assert kind in kinds, kind
+    scored = score_parses(labelled, parse_captions)
+    summary = parse_set_summary(scored, "this checkout")
+    assert summary["exact match"] >= 0.97, scored[~scored["exact"]]
+    assert summary["captions with a wrongly negated concept"] == 0, scored[scored["wrongly negated"] != ""]
+
+
+@pytest.mark.parametrize("caption,reason", [("Un perro sin correa.", "not English"),
+                                            ("There is nothing on the shelf but a plate.", "nothing ... but")])
+def test_other_languages_and_exceptions_are_refused_with_a_reason(caption, reason):
+    parsed = parse_lcse(caption)
+    assert not parsed.parsed and reason in parsed.reason
+
+
+def test_a_malformed_label_names_the_file_and_row(tmp_path):
+    from negutils.methods import read_parse_set
+
+    path = tmp_path / "set.tsv"
+    path.write_text("caption\tkind\tparse\na dog\taffirmative\tSINGLE(dog)\nno cat\tprefix\tMAYBE(cat-)\n")
+    with pytest.raises(ValueError, match=r"set.tsv: row 2 \('no cat'\): parse 'MAYBE\(cat-\)'"):
+        read_parse_set(path)

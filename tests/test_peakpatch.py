@@ -329,3 +329,46 @@ def test_negation_data_is_built_once_per_split_and_each_backbone_gets_its_own_im
     recaptioned = dataclasses.replace(split, captions=[list(c) for c in split.captions])   # same folder, new object
     prepare_negation_data(backbone, recaptioned, "tiny:seed0", tmp_path, held_out=0.2, progress=False)
     assert len(built) == 1 and built[0][0] is recaptioned
+
+
+def test_an_export_rebuilds_the_scorer_and_refuses_other_backbones_and_bad_files(trained_setup, tmp_path):
+    from negutils.methods import PeakPatchScorer, export_peakpatch, load_peakpatch
+    from negutils.models import load_backbone
+
+    backbone, _, data, _ = trained_setup
+    torch.manual_seed(3)
+    model = PeakPatch(64, 64, "no_anchor").eval()
+    torch.nn.init.normal_(model.ecn.mlp[-1].weight, std=0.1)           # a correction that is not the identity
+    scorer = PeakPatchScorer(backbone, model, 6, 3, name="PeakPatch (w/o anchor)")
+    path = export_peakpatch(scorer, tmp_path / "export.pt", training={"epochs": 1})
+    loaded = load_peakpatch(path, backbone)
+    assert loaded.name == scorer.name and (loaded.l_p, loaded.l_a) == (6, 3) and loaded.model.variant == "no_anchor"
+    captions = ["a cat", "no cat", "a star without a cup"]
+    assert torch.equal(loaded.score(data.images[:3], captions), scorer.score(data.images[:3], captions))
+    with pytest.raises(ValueError, match="trained on other weights"):
+        load_peakpatch(path, load_backbone("negbook-tiny", seed=1))
+    with pytest.raises(ValueError, match="text width 64 there, 256 here, embedding size 64 there, 256 here"):
+        load_peakpatch(path, load_backbone("negbook-organism"))
+    blob = torch.load(path, weights_only=True)
+    blob["state_dict"]["scn.head.0.weight"][0, 0] = float("nan")
+    torch.save(blob, tmp_path / "nan.pt")
+    with pytest.raises(ValueError, match=r"non-finite values in 1 tensors: \['scn.head.0.weight'\]"):
+        load_peakpatch(tmp_path / "nan.pt", backbone)
+    torch.save(model.state_dict(), tmp_path / "bare.pt")
+    with pytest.raises(ValueError, match="is not a PeakPatch export"):
+        load_peakpatch(tmp_path / "bare.pt", backbone)
+
+
+def test_negfull_fine_tunes_a_vit_b32_at_its_own_resolution(trained_setup):
+    """The gpu profile's NegFull when no released checkpoint is given: ViT-B-32 (224 px, QuickGELU)
+    fine-tuned on the world's 64 px images, which must be resized for its position embeddings."""
+    from negutils.methods import NegFullConfig, finetune_negfull
+    from negutils.models import load_backbone
+
+    _, _, data, _ = trained_setup
+    vit = load_backbone("ViT-B-32", quick_gelu=True)
+    tuned, history = finetune_negfull(vit, data, NegFullConfig(alpha=0.5, batch_size=4, images=4, lr=1e-5),
+                                      progress=False)
+    assert vit.image_size == 224 and len(history) == 1 and np.isfinite(history["loss"]).all()
+    assert tuned.report.quick_gelu
+    assert any(not torch.equal(a, b) for a, b in zip(vit.model.parameters(), tuned.model.parameters()))

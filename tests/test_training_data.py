@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from negutils.core import NonFiniteScores
 from negutils.benchmarks import BenchmarkConfig, ConfusionConfig, FactorConfig, build_benchmarks
 from negutils.methods import (PROTOCOLS, benchmark_phrasing, build_negation_data, check_truth, mcq_accuracy,
                               protocol_view)
@@ -130,7 +131,9 @@ def test_subset_keeps_rows_and_captions_consistent(data):
     assert json.loads(sub.negmcq["claims_0"].iloc[0])
 
 
-def test_mcq_accuracy_counts_ties_and_nan_as_wrong():
-    scores = np.array([[0.5, 0.1, 0.1, 0.1], [0.3, 0.3, 0.1, 0.0], [np.nan, 0.1, 0.1, 0.1], [0.1, 0.9, 0.2, 0.2]])
-    assert mcq_accuracy(scores, [0, 0, 0, 1]) == pytest.approx(0.5)
-    assert mcq_accuracy(np.ones((4, 4)), [0, 0, 0, 0]) == 0.0
+def test_mcq_accuracy_splits_ties_and_refuses_nan():
+    scores = np.array([[0.5, 0.1, 0.1, 0.1], [0.3, 0.3, 0.1, 0.0], [0.1, 0.9, 0.2, 0.2]])
+    assert mcq_accuracy(scores, [0, 0, 1]) == pytest.approx(2.5 / 3)
+    assert mcq_accuracy(np.ones((4, 4)), [0, 0, 0, 0]) == 0.25        # indifference is chance, in column 0 too
+    with pytest.raises(NonFiniteScores, match="first rows \\[0\\]"):
+        mcq_accuracy(np.array([[np.nan, 0.1, 0.1, 0.1]]), [0])

@@ -25,8 +25,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core.metrics import (
+    NonFiniteScores,
     average_precision,
     best_ranks_of_sets,
+    choice_credit,
     mcq_metrics,
     mean_average_precision,
     pairwise_accuracy,
@@ -100,6 +102,24 @@ def image_index(split: CocoSplit, image_ids, where: str) -> np.ndarray:
     return np.array([lookup[i] for i in image_ids], dtype=int)
 
 
+def scorer_source(scorer) -> str:
+    """What a scorer's numbers come from, for an error message: its name and its backbone's weights."""
+    backbone = getattr(scorer, "backbone", None) or getattr(getattr(scorer, "base", None), "backbone", None)
+    report = getattr(backbone, "report", None)
+    return f"{scorer.name!r}" + (f" on {report.model_name} ({report.source})" if report is not None else "")
+
+
+def check_finite_scores(scorer, scores: np.ndarray, captions: list, where: str) -> np.ndarray:
+    """``scores`` unchanged, or ``NonFiniteScores`` naming the scorer, its weights and the captions of
+    the first bad rows (``captions[row]``): a NaN would otherwise rank or be picked like a number."""
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        rows = np.flatnonzero(bad.reshape(len(scores), -1).any(axis=1))
+        raise NonFiniteScores(f"{where}: scorer {scorer_source(scorer)} gave {int(bad.sum())} non-finite scores in "
+                              f"{len(rows)} rows, e.g. for {captions[rows[0]]!r}")
+    return scores
+
+
 def _row_scores(scorer: Scorer, split: CocoSplit, indices: np.ndarray, captions_per_row: list[list[str]],
                 chunk: int = 256, desc: str = "scoring") -> np.ndarray:
     """scores[q, k] = score(image q, its own caption k), in chunks. A scorer with a
@@ -116,7 +136,7 @@ def _row_scores(scorer: Scorer, split: CocoSplit, indices: np.ndarray, captions_
         flat_caps = [c for caps in captions_per_row[sl] for c in caps]
         s = scorer.score(feats, flat_caps).numpy().reshape(len(feats), len(feats), k)
         out[sl] = s[np.arange(len(feats)), np.arange(len(feats))]
-    return out
+    return check_finite_scores(scorer, out, captions_per_row, desc)
 
 
 def mcq_option_scores(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> np.ndarray:
@@ -132,7 +152,7 @@ def evaluate_mcq(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit, items: dic
     under ``accuracy`` (what chapter 06 bootstraps)."""
     scores = mcq_option_scores(scorer, mcq, split)
     if items is not None:
-        items["accuracy"] = (scores.argmax(axis=1) == mcq["correct_answer"].to_numpy()).astype(float)
+        items["accuracy"] = choice_credit(scores, mcq["correct_answer"].to_numpy())      # a tie earns 1/k
     types = mcq[[f"caption_{k}_type" for k in range(4)]].values if "caption_0_type" in mcq else None
     return mcq_metrics(scores, mcq["correct_answer"].to_numpy(), mcq["correct_answer_template"].to_numpy(), types)
 
@@ -152,7 +172,7 @@ def evaluate_pairwise(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit, g
     scores = _pairwise_scores(scorer, samples, split)
     correct = samples["correct"].to_numpy()
     if items is not None:
-        items["accuracy"] = pairwise_hits(scores, correct).astype(float)
+        items["accuracy"] = pairwise_hits(scores, correct)
     out = {"accuracy": pairwise_accuracy(scores, correct), "samples": int(len(samples))}
     if group:
         for value, idx in samples.groupby(group).indices.items():
@@ -178,7 +198,7 @@ def retrieval_scores(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, ch
     for start in tqdm(range(0, len(queries), chunk), desc="retrieval", disable=len(queries) <= 4 * chunk):
         sl = slice(start, start + chunk)
         out[sl] = scorer.score(feats, queries["query"].iloc[sl].tolist()).T.numpy()
-    return out
+    return check_finite_scores(scorer, out, queries["query"].tolist(), "retrieval")
 
 
 def evaluate_retrieval(scorer: Scorer, queries: pd.DataFrame, split: CocoSplit, ks=(1, 5, 10),
@@ -208,7 +228,8 @@ def evaluate_confusion(scorer: Scorer, galleries: pd.DataFrame, split: CocoSplit
     for g in galleries.itertuples():
         correct, confusing = json.loads(g.correct_ids), json.loads(g.confusing_ids)
         idx = image_index(split, correct + confusing, f"gallery {g.query!r}")
-        s = scorer.score(scorer.image_features(split, idx), [g.query]).numpy()[:, 0]
+        s = check_finite_scores(scorer, scorer.score(scorer.image_features(split, idx), [g.query]).numpy()[:, 0],
+                                [g.query] * len(idx), "confusion")
         groups.append((np.r_[np.ones(len(correct)), np.zeros(len(confusing))], s))
     if items is not None:
         items["mAP"] = np.array([average_precision(y, s) for y, s in groups])
@@ -232,9 +253,8 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def pairwise_correct(scorer: Scorer, samples: pd.DataFrame, split: CocoSplit) -> np.ndarray:
-    """Per sample, whether ``scorer`` prefers the correct caption (for stratified analyses)."""
-    scores = _pairwise_scores(scorer, samples, split)
-    return scores.argmax(axis=1) == samples["correct"].to_numpy()
+    """Per sample, the credit for ``scorer``'s choice (1, 0, or 1/2 on a tie; for stratified analyses)."""
+    return pairwise_hits(_pairwise_scores(scorer, samples, split), samples["correct"].to_numpy())
 
 
 def evaluate_retention(scorer: Scorer, reference: Scorer, queries: pd.DataFrame, split: CocoSplit,

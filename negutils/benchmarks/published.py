@@ -174,4 +174,5 @@ def write_published_world(splits: dict[str, CocoSplit], out: str | os.PathLike, 
 def with_published(bench, csv_dir: str | os.PathLike, split: CocoSplit):
     """``bench`` (a ``Benchmarks``) with every published NegBench frame of its split found in
     ``csv_dir`` in place of the book's own."""
-    return replace(bench, **read_published(csv_dir, bench.split, split))
+    files = published_files(csv_dir, bench.split)
+    return replace(bench, **read_published(csv_dir, bench.split, split), files={**bench.files, **files})

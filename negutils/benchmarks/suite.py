@@ -56,6 +56,15 @@ class Benchmarks:
     confusion_3c: pd.DataFrame
     factor: pd.DataFrame
     existence: pd.DataFrame
+    # the file a benchmark was read from where it is not ``root / <name>.csv`` (NegBench's published CSVs)
+    files: dict[str, Path] = field(default_factory=dict)
+    # per file, the captions a backbone's tokenizer cuts and the option sets it makes identical
+    # (``negutils.benchmarks.tokenisation``; set by ``Session.benchmarks``)
+    tokenisation: pd.DataFrame | None = None
+
+    def file(self, name: str) -> Path:
+        """The file benchmark ``name`` was read from."""
+        return Path(self.files.get(name, Path(self.root) / f"{name}.csv"))
 
     def sizes(self) -> pd.DataFrame:
         return pd.DataFrame([{"split": self.split, "benchmark": n, "samples": len(getattr(self, n))} for n in NAMES])

@@ -5,14 +5,57 @@ import numpy as np
 import torch
 
 
+class NonFiniteScores(ValueError):
+    """A score or embedding is NaN or infinite: no metric of it means anything."""
+
+
+def require_finite(values, what: str) -> np.ndarray:
+    """``values`` as a float64 array, or ``NonFiniteScores`` naming ``what`` and the first bad rows
+    (a NaN compares false with everything, so any ranking or argmax of it silently picks a winner)."""
+    v = np.asarray(values, dtype=np.float64)
+    bad = ~np.isfinite(v)
+    if bad.any():
+        rows = np.flatnonzero(bad.reshape(len(v), -1).any(axis=1)) if v.ndim else np.array([0])
+        raise NonFiniteScores(f"{what}: {int(bad.sum())} non-finite values in {len(rows)} rows, "
+                              f"first rows {rows[:5].tolist()}")
+    return v
+
+
+def choice_weights(option_scores) -> np.ndarray:
+    """[Q, K] share of question q's pick that goes to option k: the top-scoring options share it
+    equally, so a question tied between k options gives each 1/k (a scorer that cannot tell its
+    options apart is at chance, never rewarded by the column the answer happens to sit in)."""
+    s = require_finite(option_scores, "option scores")
+    if s.ndim != 2 or s.shape[1] < 2:
+        raise ValueError(f"option scores must be [Q, K] with K >= 2; got {s.shape}")
+    top = s == s.max(axis=1, keepdims=True)
+    return top / top.sum(axis=1, keepdims=True)
+
+
+def choice_credit(option_scores, correct) -> np.ndarray:
+    """Per question, the credit for its ``correct`` option: 1 if it alone scores highest, 1/k if it
+    ties for highest with k - 1 others, else 0."""
+    c = np.asarray(correct, dtype=int)
+    w = choice_weights(option_scores)
+    if c.shape != (w.shape[0],):
+        raise ValueError(f"option scores [Q, K] and correct [Q]; got {w.shape} and {c.shape}")
+    return w[np.arange(len(c)), c]
+
+
+def tied_choices(option_scores) -> np.ndarray:
+    """Per question, whether its highest score is shared by two or more options."""
+    return (choice_weights(option_scores).max(axis=1) < 1).astype(bool)
+
+
 def ranks_of_targets(scores, targets) -> np.ndarray:
-    """0-based rank of ``targets[q]`` in row q of ``scores`` [Q, G] (ties count in the target's favour)."""
-    s = torch.as_tensor(scores, dtype=torch.float64)
+    """0-based rank of ``targets[q]`` in row q of ``scores`` [Q, G]; items tied with the target are
+    ranked ahead of it (a pessimistic count: a constant scorer ranks every target last, not first)."""
+    s = torch.as_tensor(require_finite(scores, "retrieval scores"))
     t = torch.as_tensor(np.asarray(targets), dtype=torch.long)
     if s.ndim != 2 or t.shape != (s.shape[0],):
         raise ValueError(f"scores must be [Q, G] and targets [Q]; got {tuple(s.shape)} and {tuple(t.shape)}")
     target_scores = s[torch.arange(s.shape[0]), t]
-    return (s > target_scores[:, None]).sum(dim=1).numpy()
+    return ((s >= target_scores[:, None]).sum(dim=1) - 1).numpy()
 
 
 def recall_at_k(scores, targets, ks=(1, 5, 10)) -> dict[str, float]:
@@ -65,7 +108,7 @@ def mean_average_precision(groups) -> float:
 def best_ranks_of_sets(scores, positives: list) -> np.ndarray:
     """Per query, the 0-based rank of its best-scoring positive (``positives[q]``: gallery column
     indices). Ties are broken against the positives (a pessimistic count)."""
-    s = np.asarray(scores, dtype=np.float64)
+    s = require_finite(scores, "retrieval scores")
     if s.ndim != 2 or len(positives) != s.shape[0]:
         raise ValueError(f"scores must be [Q, G] with one positive set per query; got {s.shape} and {len(positives)}")
     best_rank = np.empty(s.shape[0])
@@ -87,17 +130,17 @@ def recall_at_k_sets(scores, positives: list, ks=(1, 5, 10)) -> dict[str, float]
 
 
 def pairwise_hits(score_pairs, correct) -> np.ndarray:
-    """Per sample, whether its correct caption scores strictly higher than the other (ties lose)."""
+    """Per sample, the credit for its correct caption: 1 when it scores higher than the other, 1/2
+    on a tie (``choice_credit`` with two options), else 0."""
     s = np.asarray(score_pairs, dtype=np.float64)
     c = np.asarray(correct, dtype=int)
     if s.ndim != 2 or s.shape[1] != 2 or c.shape != (s.shape[0],):
         raise ValueError(f"score_pairs must be [N, 2] and correct [N]; got {s.shape} and {c.shape}")
-    rows = np.arange(len(c))
-    return s[rows, c] > s[rows, 1 - c]
+    return choice_credit(s, c)
 
 
 def pairwise_accuracy(score_pairs, correct) -> float:
-    """Share of samples whose correct caption scores strictly higher than the other (ties lose)."""
+    """Mean credit of the correct captions (ties earn 1/2: a scorer that cannot tell is at chance)."""
     return float(pairwise_hits(score_pairs, correct).mean())
 
 
@@ -163,17 +206,20 @@ def mcq_metrics(option_scores, correct, templates, option_types=None) -> dict:
     t = np.asarray(templates)
     if s.ndim != 2 or c.shape != (s.shape[0],) or t.shape != c.shape:
         raise ValueError(f"option_scores [Q, K], correct [Q], templates [Q]; got {s.shape}, {c.shape}, {t.shape}")
-    picked = s.argmax(axis=1)
-    right = picked == c
-    out = {"accuracy": float(right.mean()), "questions": int(len(c))}
+    weights = choice_weights(s)               # a tie shares the pick between the tied options
+    rows = np.arange(len(c))
+    credit = weights[rows, c]
+    out = {"accuracy": float(credit.mean()), "questions": int(len(c)),
+           "tied_questions": int((weights.max(axis=1) < 1).sum())}
     for name in MCQ_TEMPLATES:
         mask = t == name
-        out[f"{name}_accuracy"] = float(right[mask].mean()) if mask.any() else float("nan")
+        out[f"{name}_accuracy"] = float(credit[mask].mean()) if mask.any() else float("nan")
         out[f"{name}_questions"] = int(mask.sum())
     if option_types is not None:
         types = np.asarray(option_types)
-        wrong = np.flatnonzero(~right)
-        chosen = types[wrong, picked[wrong]] if len(wrong) else np.array([])
+        wrong = weights.copy()
+        wrong[rows, c] = 0.0
+        total = wrong.sum()
         for name in MCQ_TEMPLATES:
-            out[f"wrong_pick_{name}"] = float((chosen == name).mean()) if len(wrong) else float("nan")
+            out[f"wrong_pick_{name}"] = float((wrong * (types == name)).sum() / total) if total else float("nan")
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core.metrics import roc_auc
+from ..core.metrics import choice_credit, roc_auc
 from ..core.phrasing import with_article
 from ..models.backbone import Backbone
 from ..world.coco import CocoSplit
@@ -23,20 +23,21 @@ def object_recognition(backbone: Backbone, split: CocoSplit, template: str = "Th
     txt = backbone.encode_text([template.format(a_x=with_article(c), x=c) for c in categories])
     scores = (img @ txt.T).numpy()
     single = np.array([i for i, o in enumerate(split.objects) if len(o) == 1])
-    predicted = scores[single].argmax(axis=1) if len(single) else np.array([], dtype=int)
     truth = np.array([categories.index(next(iter(split.objects[i]))) for i in single], dtype=int)
+    # the credit of each one-object image's own category (1/k when k categories tie for the top score)
+    credit = choice_credit(scores[single], truth) if len(single) else np.array([])
     rows = []
     for k, name in enumerate(categories):
         present = np.array([name in o for o in split.objects])
         on_single = truth == k
         rows.append({"category": name, "images with it": int(present.sum()),
                      "detection AUC": roc_auc(present, scores[:, k]) if 0 < present.sum() < len(present) else np.nan,
-                     "zero-shot accuracy (one-object images)": float((predicted[on_single] == k).mean())
+                     "zero-shot accuracy (one-object images)": float(credit[on_single].mean())
                      if on_single.any() else np.nan})
     table = pd.DataFrame(rows)
     summary = {"split": split.name, "template": template,
                "mean detection AUC": float(table["detection AUC"].mean()),
-               "zero-shot accuracy": float((predicted == truth).mean()) if len(single) else float("nan"),
+               "zero-shot accuracy": float(credit.mean()) if len(single) else float("nan"),
                "one-object images": int(len(single)), "chance accuracy": 1.0 / len(categories)}
     return table, summary
 

@@ -25,6 +25,7 @@ import torch
 
 from ..benchmarks.evaluate import image_index
 from ..core.logic import literals
+from ..core.metrics import choice_credit
 from ..core.stats import sigmoid
 from ..diagnosis.concepts import ConceptBank
 from .parsed_scorer import EditPlan, Fold, ParsedTextScorer
@@ -197,14 +198,14 @@ def pairwise_accuracy_at(evidence: dict, mu: float, beta: float) -> pd.Series:
             if parse.parsed:
                 sims = {c["name"]: evidence["sims"][q, evidence["column"][c["name"]]] for c in literals(parse.parse)}
                 scores[q, k] += float(lcse_correction(parse.parse, sims, mu, beta))
-    right = pd.Series(scores.argmax(axis=1) == evidence["correct"])
+    right = pd.Series(choice_credit(scores, evidence["correct"]))       # a tie earns 1/2
     per_test = right.groupby(evidence["test"]).mean()
     per_test["All"] = per_test.mean()        # the paper's "average LCSE accuracy across all operators"
     return per_test
 
 
 def holistic_accuracy(evidence: dict) -> pd.Series:
-    right = pd.Series(evidence["holistic"].argmax(axis=1) == evidence["correct"])
+    right = pd.Series(choice_credit(evidence["holistic"], evidence["correct"]))
     per_test = right.groupby(evidence["test"]).mean()
     per_test["All"] = per_test.mean()
     return per_test

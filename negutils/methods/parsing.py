@@ -14,17 +14,25 @@ items into two views:
 
 What the grammar does, in order: sentences are conjoined; commas split a sentence into segments
 joined by the connective after the comma (a comma before a bare concept is a list separator); a
-prefix cue ("no", "not", "without", "lacking", "neither") negates the concepts after it until
-"but" or a new cue, and under it "or" reads as "and" ("without A or B" is "neither A nor B"); a
-predicate cue after a concept ("A is missing", "A is not present") negates it, and a negated
-negator ("A is not missing", "it is not true that there is no A", "... is not the case") cancels.
+prefix cue ("no", "not", "without", "lacking", "neither", "free of", "devoid of", "none of", "with
+no", "without any") negates the concepts after it across connectives and list commas, until "but",
+a new cue, or a concept that no connective joins to the one before ("no dog on the grass" leaves the
+grass affirmed), and under it "or" reads as "and" ("without A or B" is "neither A nor B"); a
+predicate cue after a concept ("A is missing", "A is not present", "A is not visible") negates its
+own clause only: that concept, and after a plural copula ("A, B and C are missing") the list ending
+there, never a concept of an earlier clause, whatever punctuation joins them; a predicate cue
+followed by a concept is a prefix cue ("a room lacking chairs"); a negated negator ("A is not
+missing", "it is not true that there is no A", "... is not the case") cancels. The pronoun
+"nothing" negates nothing concrete ("nothing on the table": the table is there); "nobody", "no
+one" and "no-one" negate a person; "nothing ... but" is refused.
 Phrases that frame the picture ("this image features", "an image with", "in this image") carry
 no concept. A verb after a concept belongs to it ("dog chasing"); "with" and a noun join the
 concept before them ("man with beard") unless "or" or a comma follows, where "with" coordinates
 ("A with B, or C"); "no" before a gerund is part of a name ("no smoking sign").
 
 A caption the grammar cannot read (no concept, a cue with nothing in its scope, "and" and "or"
-mixed with no grouping) is *unparsed* with a reason; it is never guessed, and the scorers fall
+mixed with no grouping, a caption of three or more words without one English function word, as
+another language gives) is *unparsed* with a reason; it is never guessed, and the scorers fall
 back to holistic similarity for it. Without any spaCy pipeline a rule-based tagger stands in,
 with a warning.
 """
@@ -50,16 +58,30 @@ from ..core.logic import literals
 
 # The negation cues of core.phrasing.NEGATION_CUES by grammatical role (KTN App. B.3, plus "lacking"
 # and "nor" which FACTOR-Bench's templates use), and "nowhere", which only ever follows its concept
-# ("the cup is nowhere to be seen"). "free of" is a phrase (PHRASES).
-PREFIX_CUES = {"no", "not", "n't", "without", "lacking", "never", "none", "nothing", "neither"}
+# ("the cup is nowhere to be seen"). "free of", "devoid of" and "none of" are phrases (PHRASES). A
+# predicate cue followed by a concept is a prefix cue ("a room lacking chairs", "a dog missing a leg").
+PREFIX_CUES = {"no", "not", "n't", "without", "lacking", "never", "none", "neither"}
 PREDICATE_CUES = {"missing", "absent", "lacking", "nowhere"}
-FRAME_NOUNS = {"image", "picture", "photo", "photograph", "scene", "shot", "snapshot", "view", "case"}
+# what "not" after a concept makes a negating predicate of ("A is not present / visible / there")
+PREDICATE_AFTER_NOT = {"present", "visible", "there", "here", "in", "shown", "seen", "pictured", "included",
+                       "depicted", "around", "available"}
+# pronoun negators: "nothing" negates nothing concrete; "nobody" / "no one" negate a person
+NOTHING_WORDS = {"nothing"}
+NOBODY_WORDS = {"nobody", "noone"}
+# a caption of three or more words with none of these is not English (or not a caption): refused
+ENGLISH_FUNCTION_WORDS = {"a", "an", "the", "of", "in", "on", "at", "with", "without", "and", "or", "but", "no",
+                          "not", "is", "are", "was", "were", "there", "this", "that", "these", "those", "it", "its",
+                          "to", "by", "for", "from", "near", "under", "over", "some", "two", "three", "one", "his",
+                          "her", "their", "has", "have", "neither", "nor", "either", "next", "behind", "image",
+                          "photo", "picture"}
+FRAME_NOUNS = {"image", "picture", "photo", "photograph", "scene", "shot", "snapshot", "view", "case", "sight"}
 FRAME_VERBS = {"feature", "show", "depict", "contain", "include", "be", "have", "present", "see", "appear",
                "display", "capture", "seem", "there", "true"}
 DETERMINERS = {"a", "an", "the", "some", "any", "this", "that", "these", "those", "one", "its", "their"}
 CONNECTIVES = {"and": "AND", "or": "OR", "nor": "NOR", "but": "BUT", "either": "EITHER", "both": "BOTH"}
 PHRASES = {("as", "well", "as"): "AND", ("together", "with"): "AND", ("along", "with"): "AND",
-           ("at", "least", "one", "of"): "EITHER", ("free", "of"): "NEG", ("or", "else"): "OR",
+           ("at", "least", "one", "of"): "EITHER", ("free", "of"): "NEG", ("devoid", "of"): "NEG",
+           ("none", "of"): "NEG", ("no", "one"): "NOBODY", ("no", "-", "one"): "NOBODY", ("or", "else"): "OR",
            ("and", "also"): "AND", ("it", "is", "not", "true", "that"): "FLIP", ("is", "not", "the", "case"): "FLIP"}
 OPERATOR_NAMES = ("SINGLE", "AND", "OR", "NONE")
 
@@ -74,10 +96,12 @@ class Token:
 
 @dataclass
 class Item:
-    kind: str                              # C, NEG, PRED, AFFPRED, FLIP, AND, OR, NOR, BUT, EITHER, BOTH, NEITHER, COMMA, STOP
+    # C, NEG, PRED, AFFPRED, FLIP, AND, OR, NOR, BUT, EITHER, BOTH, NEITHER, NOTHING, COMMA, LIST, STOP
+    kind: str
     text: str = ""                         # a concept's phrase
     span: tuple[int, int] = (0, 0)         # token range in the caption
     negated: bool = False
+    plural: bool = False                   # a PRED after a plural copula ("are missing") scopes over a list
 
 
 @dataclass
@@ -165,7 +189,10 @@ def _items(tokens: list[Token]) -> list[Item]:
         phrase = _match_phrase(words, i)
         if phrase:
             kind, n = phrase
-            items.append(Item(kind, span=(i, i + n)))
+            if kind == "NOBODY":                # "no one": a negated person
+                items += [Item("NEG", span=(i, i + n)), Item("C", "person", (i, i + n))]
+            else:
+                items.append(Item(kind, span=(i, i + n)))
             i += n
             continue
         if w in (".", ";", "!", "?"):
@@ -183,12 +210,17 @@ def _items(tokens: list[Token]) -> list[Item]:
             items.append(Item("C", " ".join(words[i:j]), (i, j)))
             i = j
             continue
-        elif w in PREDICATE_CUES and items and items[-1].kind == "C":
+        elif w in NOTHING_WORDS:
+            items.append(Item("NOTHING", span=(i, i + 1)))      # "nothing on the table": no concept negated
+        elif w in NOBODY_WORDS:
+            items += [Item("NEG", span=(i, i + 1)), Item("C", "person", (i, i + 1))]
+        elif w in PREDICATE_CUES and items and items[-1].kind == "C" and \
+                (w == "nowhere" or not _starts_concept(tokens, words, i + 1)):
             end = _clause_end(words, i)                   # "is lacking from the scene", "is nowhere to be seen"
-            items.append(Item("PRED", span=(i, end)))
+            items.append(Item("PRED", span=(i, end), plural=_plural_copula(words, i)))
             i = end
             continue
-        elif w in PREFIX_CUES or t.dep == "neg":
+        elif w in PREFIX_CUES or t.dep == "neg" or (w in PREDICATE_CUES and _starts_concept(tokens, words, i + 1)):
             follows_concept = items and items[-1].kind == "C" and i + 1 < len(tokens)
             if w in ("not", "n't") and follows_concept and words[i + 1] in PREDICATE_CUES:
                 end = _clause_end(words, i)               # "is not missing": a negated negation
@@ -196,10 +228,11 @@ def _items(tokens: list[Token]) -> list[Item]:
                 i = end
                 continue
             if w in ("not", "n't") and follows_concept and (
-                    words[i + 1] in ("in", "there", "here") or (tokens[i + 1].lemma in FRAME_VERBS and tokens[i + 1].lemma
-                                                                 not in ("feature", "show", "depict", "contain",
-                                                                         "include", "have"))):
-                items.append(Item("PRED", span=(i, i + 2)))   # "A is not present", "A is not there"
+                    words[i + 1] in PREDICATE_AFTER_NOT or (tokens[i + 1].lemma in FRAME_VERBS and tokens[i + 1].lemma
+                                                            not in ("feature", "show", "depict", "contain",
+                                                                    "include", "have"))):
+                # "A is not present", "A is not visible", "A is not there"
+                items.append(Item("PRED", span=(i, i + 2), plural=_plural_copula(words, i)))
                 i += 2
                 continue
             items.append(Item("NEG", span=(i, i + 1)))
@@ -209,6 +242,17 @@ def _items(tokens: list[Token]) -> list[Item]:
             continue
         i += 1
     return items
+
+
+def _starts_concept(tokens: list[Token], words: list[str], j: int) -> bool:
+    """Whether token j opens a noun phrase (a determiner, an adjective or a noun)."""
+    return j < len(tokens) and words[j] not in ("in", "there", "here", "from", "to") and \
+        (words[j] in DETERMINERS or tokens[j].pos in ("ADJ", "NOUN", "PROPN", "NUM"))
+
+
+def _plural_copula(words: list[str], i: int) -> bool:
+    """Whether the copula before the predicate cue at i is plural ("are missing", "are not present")."""
+    return i > 0 and words[i - 1] in ("are", "were", "'re")
 
 
 def _clause_end(words: list[str], i: int) -> int:
@@ -225,7 +269,8 @@ def _concept(tokens: list[Token], words: list[str], i: int, items: list[Item]) -
     parts = []
     while i < len(tokens) and (tokens[i].pos in ("ADJ", "NOUN", "PROPN", "NUM")) and words[i] not in CONNECTIVES \
             and words[i] not in PREDICATE_CUES and words[i] not in ("present", "true") and \
-            not (tokens[i].pos == "NOUN" and tokens[i].lemma in FRAME_NOUNS):
+            not (tokens[i].pos == "NOUN" and tokens[i].lemma in FRAME_NOUNS) and not _match_phrase(words, i) \
+            and words[i] not in NOTHING_WORDS | NOBODY_WORDS:
         parts.append(i)
         i += 1
     if not parts or tokens[parts[-1]].pos not in ("NOUN", "PROPN"):
@@ -258,8 +303,15 @@ class Unparsed(ValueError):
 
 
 def _literals(segment: list[Item], negated_scope: bool) -> tuple[list[tuple[str, bool, tuple]], list[str], bool]:
-    """Concepts of one comma-free segment with their polarity, the connectives between them, and
-    whether a prefix cue is still open at the end (its scope continues into the next segment)."""
+    """Concepts of one comma-free segment with their polarity, the connectives between them (``NONE``
+    where nothing joins two concepts, ``LIST`` for a list comma), and whether a prefix cue is still
+    open at the end (its scope continues into the next segment).
+
+    A prefix cue negates the concepts after it across connectives and list commas, until "but", a
+    new cue, or a concept that nothing joins to the one before (a preposition or a verb between them:
+    "no dog on the grass" does not negate the grass). A negating predicate negates its own clause:
+    the concept before it, and after a plural copula ("A, B and C are missing") the list that ends
+    there, never a concept of an earlier clause ("a bowl on a table, the spoon is missing")."""
     lits, ops = [], []
     scope = negated_scope
     pending: str | None = None
@@ -272,16 +324,25 @@ def _literals(segment: list[Item], negated_scope: bool) -> tuple[list[tuple[str,
             if lits and pending is None:
                 pending = "AND"               # "A without B", "A lacking B"
             scope = True
+        elif it.kind == "NOTHING":
+            if any(s.kind == "BUT" for s in segment[k:]):
+                raise Unparsed("'nothing ... but' (an exception) is not covered")
+            scope = False                     # "nothing on the table": the table is there
         elif it.kind == "BUT":
-            scope, pending = False, "AND"
+            scope, pending = False, "BUT"
         elif it.kind == "WITH":
             if lits and pending is None:
                 pending = "AND"
+        elif it.kind == "LIST":
+            if lits and pending is None:
+                pending = "LIST"
         elif it.kind in ("AND", "OR", "NOR"):
             if lits:
                 pending = "AND" if it.kind == "NOR" or (scope and it.kind == "OR") else it.kind
         elif it.kind == "C":
             if lits:
+                if pending is None and not open_cue:
+                    scope = False             # nothing joins it to the concept before: out of the cue's scope
                 ops.append(pending or "NONE")
             lits.append([it.text, scope, it.span])
             pending, open_cue = None, False
@@ -289,11 +350,26 @@ def _literals(segment: list[Item], negated_scope: bool) -> tuple[list[tuple[str,
             if not lits:
                 raise Unparsed("a negating predicate with no concept before it")
             if it.kind == "PRED":
-                for lit in lits:          # "A and B are not present": every concept of the clause
-                    lit[1] = not lit[1]
+                for j in _predicate_subjects(ops, len(lits), it.plural):
+                    lits[j][1] = not lits[j][1]
     if open_cue:
         raise Unparsed("a negation cue with no concept in its scope")
     return [tuple(lit) for lit in lits], ops, scope and not any(it.kind == "BUT" for it in segment[-1:])
+
+
+def _predicate_subjects(ops: list[str], n: int, plural: bool) -> list[int]:
+    """The concepts a predicate at the end of ``n`` concepts negates: the last one, and after a
+    plural copula the list ending there (joined by "and", "or", "nor" or list commas), stopping
+    before a list comma that would reach the object of a preposition ("a bowl on a table, the
+    spoons are missing")."""
+    subjects = [n - 1]
+    j = n - 1
+    while plural and j > 0 and ops[j - 1] in ("AND", "OR", "NOR", "LIST"):
+        if ops[j - 1] == "LIST" and j > 1 and ops[j - 2] == "NONE":
+            break
+        j -= 1
+        subjects.append(j)
+    return subjects
 
 
 def _node(lits: list, ops: list[str]) -> dict:
@@ -302,7 +378,9 @@ def _node(lits: list, ops: list[str]) -> dict:
         raise Unparsed("a clause with no concept")
     if len(concepts) == 1:
         return {"operator": "SINGLE", "concepts": concepts}
-    kinds = set(ops)
+    kinds = {"AND" if op == "BUT" else op for op in ops} - {"LIST"}
+    if not kinds:
+        return {"operator": "AND", "concepts": concepts}          # "a cup, a plate"
     if kinds == {"NONE"}:
         return {"operator": "NONE", "concepts": concepts}
     kinds.discard("NONE")
@@ -364,8 +442,7 @@ def _sentence(items: list[Item]) -> tuple[dict, list]:
             glue = nxt.kind if nxt.kind in ("AND", "OR", "BUT") else "AND"
             glues.append("AND" if glue == "BUT" else glue)
             continue
-        if it.kind != "COMMA":
-            current.append(it)
+        current.append(Item("LIST", span=it.span) if it.kind == "COMMA" else it)
     segments.append(current)
     segments = [s for s in segments if s]
     if not segments:
@@ -421,6 +498,9 @@ def _sentence_start(tokens: list[Token], k: int) -> int:
 def parse_tokens(caption: str, tokens: list[Token]) -> CaptionParse:
     if not str(caption).strip():
         return CaptionParse(caption, None, "empty caption")
+    words = [t.text.lower() for t in tokens if t.text.isalpha()]
+    if len(words) >= 3 and not ENGLISH_FUNCTION_WORDS & set(words):
+        return CaptionParse(caption, None, "not English: no English function word")
     items = _items(tokens)
     sentences, current = [], []
     for it in items:

@@ -61,6 +61,7 @@ from ..benchmarks.negbench import (
 )
 from ..benchmarks.paraphrase import PHRASINGS as MCQ_PHRASINGS
 from ..benchmarks.valse import EXISTENCE_TEMPLATES
+from ..core.metrics import choice_credit
 from ..core.phrasing import (
     capitalise,
     has_negation_cue,
@@ -496,15 +497,10 @@ def mcq_loss(scores: torch.Tensor, correct, scale: float | torch.Tensor) -> torc
 
 
 def mcq_accuracy(scores, correct) -> float:
-    """Share of questions whose correct option scores strictly above every other (a tie, or NaN,
-    is wrong: NegBench's published files keep the answer in column 0, so argmax would reward it)."""
-    scores = torch.as_tensor(scores, dtype=torch.float64)
-    correct = torch.as_tensor(np.array(correct, dtype=np.int64))
-    rows = torch.arange(len(scores))
-    right = scores[rows, correct]
-    others = scores.clone()
-    others[rows, correct] = -torch.inf
-    return float((right > others.max(dim=1).values).double().mean()) if len(scores) else float("nan")
+    """Mean credit of the correct options, a tie between k options earning 1/k and a NaN an error
+    (NegBench's published files keep the answer in column 0, so argmax would reward both)."""
+    scores = scores.detach().cpu().numpy() if isinstance(scores, torch.Tensor) else np.asarray(scores)
+    return float(choice_credit(scores, correct).mean()) if len(scores) else float("nan")
 
 
 def examples(data: NegationData, image: int | None = None) -> pd.DataFrame:

@@ -23,6 +23,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from ..core.cache import atomic_save, config_hash
+from ..core.metrics import NonFiniteScores
 from . import weights
 from .memo import DiskMemo
 from .weights import LoadReport
@@ -201,16 +202,25 @@ class Backbone:
     def tokenize(self, captions: Sequence[str]) -> torch.Tensor:
         captions = list(captions)
         tokens = self.tokenizer(captions)
-        encode = getattr(self.tokenizer, "encode", None)
-        if encode is not None:
-            # a cut row ends in the end-of-text token where a shorter one ends in padding (0), so only rows
-            # with a token in the last position are encoded again to count
-            filled = (tokens[:, -1] != 0).tolist()
-            too_long = [c for c, full in zip(captions, filled) if full and len(encode(c)) + 2 > self.context_length]
-            if too_long:
-                warnings.warn(f"{len(too_long)} caption(s) exceed the context length {self.context_length} and are "
-                              f"truncated, e.g. {too_long[0]!r}", stacklevel=2)
+        cut = self.truncated(captions, tokens)
+        if cut.any():
+            warnings.warn(f"{int(cut.sum())} caption(s) exceed the context length {self.context_length} and are "
+                          f"truncated, e.g. {captions[int(cut.argmax())]!r}", stacklevel=2)
         return tokens.to(self.device)
+
+    def truncated(self, captions: Sequence[str], tokens: torch.Tensor | None = None) -> np.ndarray:
+        """Per caption, whether the tokenizer cuts it at the context length (``tokens``: the
+        tokenizer's output for ``captions``, when already computed). A cut row ends in a token where a
+        shorter one ends in padding (0), so only full rows are encoded again to count; a tokenizer
+        without ``encode`` counts every full row as cut."""
+        captions = list(captions)
+        tokens = self.tokenizer(captions) if tokens is None else tokens
+        filled = (tokens[:, -1] != 0).numpy()
+        encode = getattr(self.tokenizer, "encode", None)
+        if encode is None:
+            return filled
+        return np.array([bool(full) and len(encode(c)) + 2 > self.context_length for c, full in zip(captions, filled)],
+                        dtype=bool)
 
     @torch.no_grad()
     def encode_text(self, captions: Sequence[str], batch_size: int = 256) -> torch.Tensor:
@@ -227,7 +237,20 @@ class Backbone:
         return torch.stack([self._text_memo[c] for c in captions])
 
     def _encode_text(self, captions: list[str], batch_size: int) -> torch.Tensor:
-        return self.text_tower.encode_by_length(self.tokenize(captions), batch_size, normalize=True).float().cpu()
+        out = self.text_tower.encode_by_length(self.tokenize(captions), batch_size, normalize=True).float().cpu()
+        return self.require_finite(out, captions, "captions")
+
+    def require_finite(self, embeddings: torch.Tensor, inputs, what: str) -> torch.Tensor:
+        """``embeddings`` unchanged, or ``NonFiniteScores`` naming this model's weights and the first
+        input (``inputs[row]``, or the row) embedded to NaN or infinity: every score of it would be
+        meaningless."""
+        bad = ~torch.isfinite(embeddings).all(dim=-1)
+        if bad.any():
+            first = int(bad.nonzero()[0, 0])
+            example = f"row {first}" if inputs is None else repr(inputs[first])
+            raise NonFiniteScores(f"{self.report.model_name} ({self.report.source}) embeds {int(bad.sum())} of "
+                                  f"{len(bad)} {what} to non-finite values, e.g. {example}")
+        return embeddings
 
     @torch.no_grad()
     def encode_text_layers(self, captions: Sequence[str], token_layers: Sequence[int] | bool = (),
@@ -254,7 +277,7 @@ class Backbone:
             return out
 
         return TextLayers(
-            final=torch.cat([p.final for p in parts])[inverse],
+            final=self.require_finite(torch.cat([p.final for p in parts])[inverse], captions, "captions"),
             eos=torch.cat([p.eos for p in parts], dim=1)[:, inverse],
             eos_index=torch.cat([p.eos_index for p in parts])[inverse],
             tokens={l: torch.cat([padded(p.tokens[l]) for p in parts])[inverse] for l in token_layers}
@@ -318,7 +341,7 @@ class Backbone:
             if flip_average:
                 feats = (feats + self.model.encode_image(torch.flip(x, dims=[3]))) / 2
             out.append(F.normalize(feats.float(), dim=-1).cpu())
-        return torch.cat(out)
+        return self.require_finite(torch.cat(out), None, "images")
 
 
 def get_tokenizer(model_name: str):
@@ -428,4 +451,14 @@ def save_checkpoint(model: torch.nn.Module, path: str | os.PathLike, model_name:
 
     blob = {"state_dict": model.state_dict(),
             "negbook": {"model_name": model_name, "quick_gelu": bool(quick_gelu), **(extra or {})}}
+    return atomic_save(path, lambda tmp: torch.save(blob, tmp))
+
+
+def save_training_checkpoint(model: torch.nn.Module, path: str | os.PathLike, name: str, epoch: int = 1) -> Path:
+    """Write ``model`` as open_clip's training script saves a run (``{"epoch", "name", "state_dict"}``,
+    keys under DistributedDataParallel's ``module.`` prefix): the form in which fine-tuned CLIPs trained
+    with that script's forks (NegBench's NegFull among them) are released. Unlike ``save_checkpoint``
+    it records neither the model name nor the activation; the loader must be told both."""
+    blob = {"epoch": epoch, "name": name,
+            "state_dict": {f"module.{key}": tensor for key, tensor in model.state_dict().items()}}
     return atomic_save(path, lambda tmp: torch.save(blob, tmp))

@@ -24,6 +24,11 @@ class CheckpointMismatchError(RuntimeError):
     """A checkpoint's state-dict keys do not match the model it is loaded into."""
 
 
+class NonFiniteWeightsError(CheckpointMismatchError):
+    """A checkpoint holds NaN or infinite weights (a diverged run, a corrupted file): it loads, and
+    every score it gives is NaN, which an argmax would read as the first option."""
+
+
 @dataclass
 class LoadReport:
     """What was loaded, so a notebook can print proof that the weights arrived."""
@@ -141,4 +146,9 @@ def load_state_dict_strict(model: torch.nn.Module, path: str | os.PathLike, mode
             f"{len(missing)} missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
             f"{len(unexpected)} unexpected keys {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}. "
             "Pass the model name the checkpoint was trained with.")
-    return len(model.state_dict())
+    state = model.state_dict()
+    bad = [name for name, tensor in state.items() if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if bad:
+        raise NonFiniteWeightsError(f"checkpoint {path} has non-finite values (NaN or inf) in {len(bad)} tensors: "
+                                      f"{bad[:5]}{' ...' if len(bad) > 5 else ''}; it cannot score anything")
+    return len(state)

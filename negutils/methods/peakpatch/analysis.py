@@ -8,6 +8,7 @@ import pandas as pd
 import torch
 
 from ...benchmarks.evaluate import image_index, mcq_option_scores
+from ...core.metrics import choice_credit
 from ...core.phrasing import NEGATION_CUES, has_negation_cue, with_article
 from ...core.results import result_value
 from ..registry import method_label, variant_label
@@ -137,7 +138,7 @@ def near_tie_table(scorers: dict, mcq: pd.DataFrame, split, reference: str = met
     subset = near_tie_subset(scores[reference], share)
     rows = []
     for name, s in scores.items():
-        right = s.argmax(axis=1) == correct
+        right = choice_credit(s, correct)              # a tie earns 1/k
         rows.append({"method": name, f"full (n={len(right)})": 100 * right.mean(),
                      f"near-tie (n={len(subset)})": 100 * right[subset].mean()})
     return pd.DataFrame(rows).round(1)
