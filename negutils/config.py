@@ -108,7 +108,21 @@ class Profile:
     description: str = ""
 
     def artifacts_dir(self, root: str | os.PathLike | None = None) -> Path:
-        base = Path(root or os.environ.get("NEGBOOK_ARTIFACTS", REPO_ROOT / "artifacts"))
+        """``<root>/<profile>``: ``root``, else ``$NEGBOOK_ARTIFACTS``, else the repository's ``artifacts/``.
+        An empty or blank ``$NEGBOOK_ARTIFACTS``, or one naming a file, is an error rather than a
+        silent fallback (an empty value would write every artifact into the working directory)."""
+        if root is not None:
+            base, source = Path(root), "root"
+        elif "NEGBOOK_ARTIFACTS" in os.environ:
+            value = os.environ["NEGBOOK_ARTIFACTS"]
+            if not value.strip():
+                raise ValueError(f"$NEGBOOK_ARTIFACTS is set but blank ({value!r}): unset it to use "
+                                 f"{REPO_ROOT / 'artifacts'}, or name a folder")
+            base, source = Path(value).expanduser(), "$NEGBOOK_ARTIFACTS"
+        else:
+            base, source = REPO_ROOT / "artifacts", "the default"
+        if base.exists() and not base.is_dir():
+            raise NotADirectoryError(f"{source} names {base}, which is a file, not a folder for artifacts")
         return base / self.name
 
 
@@ -193,11 +207,17 @@ def get_profile(name: str, **overrides) -> Profile:
 def dataset_root(variable: str, parameter: str | None = None) -> Path:
     """A dataset location from a notebook parameter or else an environment variable
     (``COCO_IMAGE_ROOT``, ``NEGBENCH_CSV_DIR``, ``VOC_ROOT``, ...)."""
-    value = parameter or os.environ.get(variable)
-    if not value:
+    source = "the notebook parameter" if parameter is not None else f"${variable}"
+    value = parameter if parameter is not None else os.environ.get(variable)
+    if value is None:
         raise RuntimeError(f"no dataset location: pass it as a parameter or set ${variable} "
                            "(see data_recipes/README.md for how to build it)")
+    if not str(value).strip():
+        raise ValueError(f"{source} for {variable} is blank ({value!r}): name the dataset folder "
+                         "(see data_recipes/README.md)")
     path = Path(value).expanduser()
     if not path.exists():
-        raise FileNotFoundError(f"${variable} points at {path}, which does not exist")
+        raise FileNotFoundError(f"{source} for {variable} points at {path}, which does not exist")
+    if not path.is_dir():
+        raise NotADirectoryError(f"{source} for {variable} points at {path}, which is a file, not a dataset folder")
     return path

@@ -66,19 +66,50 @@ def stage_book(stage: Path, keep_chapters: bool = False) -> Path:
     return stage
 
 
+def read_notebook(source: Path):
+    """A MyST chapter as a notebook. Without an explicit format a header that lacks jupytext's
+    version fields is read as plain markdown, and every code cell silently turns into text."""
+    import jupytext  # the [book] extra: the library imports without it
+
+    return jupytext.read(source, fmt="md:myst")
+
+
+def declared_parameters(notebook, name: str = "") -> list[str]:
+    """The names the notebook's ``parameters`` cell assigns, in order (what papermill may set)."""
+    cells = [c for c in notebook.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    if not cells:
+        raise NotebookFailed(f"notebook {name} has no code cell tagged 'parameters'; papermill could not inject the "
+                             "profile")
+    names = []
+    for statement in ast.parse(cells[0].source).body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else \
+            [statement.target] if isinstance(statement, ast.AnnAssign) else []
+        names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+def check_parameters(parameters: dict, sources: list[Path]) -> None:
+    """Every parameter must be declared by at least one of the notebooks run: papermill only warns
+    about an unknown name and runs with the defaults, so a typo (``-p profle=gpu``) would silently
+    run the default profile."""
+    declared = {name for source in sources for name in declared_parameters(read_notebook(source), source.name)}
+    unknown = sorted(set(parameters) - declared)
+    if unknown:
+        raise ValueError(f"parameter(s) {unknown} are declared by no notebook run here; the notebooks declare "
+                         f"{sorted(declared)}")
+
+
 def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = NOTEBOOK_DIR,
                      progress: bool = True) -> float:
-    """Convert a MyST notebook and execute it with papermill (a per-cell progress bar); returns wall seconds."""
-    import jupytext  # the [book] extra: the library imports without it
+    """Convert a MyST notebook and execute it with papermill (a per-cell progress bar), injecting
+    only the ``parameters`` its parameters cell declares; returns wall seconds."""
+    import jupytext
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    # Without an explicit format a header that lacks jupytext's version fields is read as plain
-    # markdown, and every code cell silently turns into text.
-    notebook = jupytext.read(source, fmt="md:myst")
-    if not any("parameters" in c.metadata.get("tags", []) for c in notebook.cells if c.cell_type == "code"):
-        raise NotebookFailed(f"notebook {source.name} has no code cell tagged 'parameters'; "
-                             "papermill could not inject the profile")
+    notebook = read_notebook(source)
+    declared = declared_parameters(notebook, source.name)
+    parameters = {k: v for k, v in parameters.items() if k in declared}
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     output.parent.mkdir(parents=True, exist_ok=True)
     unexecuted = output.with_suffix(".input.ipynb")
@@ -176,8 +207,9 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
         book_out: Path | None = None, build: bool = True) -> dict:
     prof = get_profile(profile)
     artifacts = prof.artifacts_dir()
-    stage = stage_book(artifacts / "book_src", keep_chapters=bool(only))
     params = {"profile": profile, **(parameters or {})}
+    check_parameters(params, notebook_sources(only))          # before anything is staged or executed
+    stage = stage_book(artifacts / "book_src", keep_chapters=bool(only))
     environment = {}
     if prof.dry_run:            # the kernels inherit the environment that points them at the dry run's files
         environment, inputs = dry_run_inputs(prof)

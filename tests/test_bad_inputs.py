@@ -136,3 +136,226 @@ def test_a_checkpoint_with_nan_weights_is_refused_with_the_tensor_names(tmp_path
     with pytest.raises(NonFiniteWeightsError, match=r"non-finite values \(NaN or inf\) in 2 tensors: "
                                                     r"\['text_projection', 'ln_final.weight'\]"):
         load_backbone(checkpoint=path)
+
+
+# ----------------------------------------------------------------------------- inputs that change meaning
+
+def _write_split(root, images, annotations, categories, captions=None):
+    import json
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "instances.json").write_text(json.dumps({"images": images, "annotations": annotations,
+                                                     "categories": categories}))
+    if captions is not None:
+        (root / "captions.json").write_text(json.dumps({"images": images, "annotations": captions}))
+    return root
+
+
+GOOD_IMAGES = [{"id": 1, "file_name": "1.png"}, {"id": 2, "file_name": "2.png"}]
+GOOD_CATEGORIES = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
+GOOD_ANNOTATION = {"id": 10, "image_id": 1, "category_id": 1, "bbox": [0, 0, 4, 4]}
+
+
+@pytest.mark.parametrize("images,annotations,categories,captions,message", [
+    ([{"id": 1, "file_name": "1.png"}, {"id": 1, "file_name": "b.png"}], [GOOD_ANNOTATION], GOOD_CATEGORIES, None,
+     r"image id\(s\) \[1\] appear more than once"),
+    ([{"id": 1}], [], GOOD_CATEGORIES, None, r"image 1 has no 'file_name'"),
+    (GOOD_IMAGES, [GOOD_ANNOTATION], [{"id": 1, "name": "cat"}, {"id": 2, "name": "cat"}], None,
+     r"category name\(s\) \['cat'\] appear more than once"),
+    (GOOD_IMAGES, [{"id": 11, "image_id": 1, "category_id": 1}], GOOD_CATEGORIES, None,
+     r"annotation 11 has no 'bbox'"),
+    (GOOD_IMAGES, [{"id": 12, "category_id": 1, "bbox": [0, 0, 1, 1]}], GOOD_CATEGORIES, None,
+     r"annotation 12 has no 'image_id'"),
+    (GOOD_IMAGES, [{"id": 13, "image_id": 2, "category_id": 2, "bbox": [0, 0, -3, 4]}], GOOD_CATEGORIES, None,
+     r"annotation 13 \(image 2\) has bbox \[0, 0, -3, 4\]"),
+    (GOOD_IMAGES, [GOOD_ANNOTATION], GOOD_CATEGORIES, [{"id": 20, "image_id": 1, "caption": None}],
+     r"caption 20 has no 'caption'"),
+    (GOOD_IMAGES, [GOOD_ANNOTATION], GOOD_CATEGORIES, [{"id": 21, "image_id": 2, "caption": 42}],
+     r"caption 21 of image 2 is 42, not a non-empty string"),
+])
+def test_coco_files_that_would_change_meaning_are_errors_naming_the_file_and_id(tmp_path, images, annotations,
+                                                                                 categories, captions, message):
+    root = _write_split(tmp_path / "split", images, annotations, categories, captions)
+    with pytest.raises(ValueError, match=message) as err:
+        load_split(root)
+    assert str(root) in str(err.value)
+
+
+def test_a_16_bit_image_is_scaled_to_8_bits_not_clipped(tmp_path):
+    from PIL import Image
+
+    root = _write_split(tmp_path / "split", GOOD_IMAGES[:1], [GOOD_ANNOTATION], GOOD_CATEGORIES)
+    gradient = np.tile(np.linspace(0, 65535, 256).round().astype(np.uint16), (8, 1))
+    Image.fromarray(gradient).save(root / "1.png")
+    assert Image.open(root / "1.png").mode.startswith("I")
+    pixels = np.asarray(load_split(root).load_image(0))
+    assert pixels.shape == (8, 256, 3) and (pixels[..., 0] == pixels[..., 2]).all()
+    assert pixels.mean() == pytest.approx(127.5, abs=0.5)                       # clipping gave about 254
+    assert pixels[0, 0, 0] == 0 and pixels[0, -1, 0] == 255
+
+
+def test_an_image_that_does_not_decode_names_the_file(tmp_path):
+    root = _write_split(tmp_path / "split", GOOD_IMAGES[:1], [GOOD_ANNOTATION], GOOD_CATEGORIES)
+    (root / "1.png").write_bytes(b"not a png at all")
+    with pytest.raises(ValueError, match=rf"image {root / '1.png'} \(id 1\) cannot be decoded"):
+        load_split(root).load_image(0)
+
+
+def test_csvs_that_do_not_decode_name_the_file_and_hint_at_the_cause(tmp_path, val):
+    from negutils.benchmarks.negbench import BenchmarkFileError
+
+    good = tmp_path / "good.csv"
+    write_mcq_csv(build_mcq(val).head(3), good)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(good.read_text().replace("This image", "Cette \u00e9image", 1).encode("latin-1"))
+    with pytest.raises(BenchmarkFileError, match=rf"{latin} is not UTF-8 text .* iconv"):
+        read_mcq_csv(latin)
+    semicolons = tmp_path / "semicolons.csv"
+    semicolons.write_text(good.read_text().splitlines()[0].replace(",", ";") + "\n")
+    with pytest.raises(BenchmarkFileError, match=rf"{semicolons}: missing column.*another character than a comma"):
+        read_mcq_csv(semicolons)
+
+
+def test_image_checks_reject_directories_and_empty_paths(tmp_path):
+    from negutils.benchmarks.negbench import BenchmarkFileError, resolve_image_paths
+
+    (tmp_path / "folder.jpg").mkdir()
+    with pytest.raises(FileNotFoundError, match="1 of 1 images are missing \\(or not files\\)"):
+        resolve_image_paths(["folder.jpg"], tmp_path, source="mcq.csv")
+    with pytest.raises(BenchmarkFileError, match="mcq.csv: row 1 has an empty image path"):
+        resolve_image_paths(["folder.jpg", "  "], tmp_path, source="mcq.csv")
+
+
+# ----------------------------------------------------------------------------- runner and configuration
+
+def test_a_parameter_no_notebook_declares_is_an_error_before_anything_runs(capsys):
+    from negutils import run as runner
+
+    assert runner.main(["--profile", "smoke", "-p", "profle=cpu", "--only", "06_benchmark_tables", "--no-book"]) == 1
+    err = capsys.readouterr().err
+    assert "parameter(s) ['profle'] are declared by no notebook run here" in err and "'profile'" in err
+
+
+def test_each_notebook_receives_only_the_parameters_it_declares(tmp_path):
+    import json
+
+    from negutils import run as runner
+
+    source = tmp_path / "tiny.md"
+    source.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n  name: python3\n"
+                      "  display_name: Python 3\n---\n\n```{code-cell} ipython3\n:tags: [parameters]\n\n"
+                      "profile = \"smoke\"\n```\n\n```{code-cell} ipython3\nprint(profile)\n```\n")
+    out = tmp_path / "tiny.ipynb"
+    runner.execute_notebook(source, out, {"profile": "cpu", "negfull_checkpoint": "x.pt"}, cwd=tmp_path,
+                            progress=False)
+    cells = json.loads(out.read_text())["cells"]
+    injected = "".join(next(c for c in cells if "injected-parameters" in c["metadata"].get("tags", []))["source"])
+    assert 'profile = "cpu"' in injected and "negfull_checkpoint" not in injected
+
+
+@pytest.mark.parametrize("value,error,message", [("", ValueError, "is set but blank"),
+                                                 ("   ", ValueError, "is set but blank")])
+def test_a_blank_artifacts_variable_is_an_error(monkeypatch, value, error, message):
+    from negutils.config import get_profile
+
+    monkeypatch.setenv("NEGBOOK_ARTIFACTS", value)
+    with pytest.raises(error, match=rf"\$NEGBOOK_ARTIFACTS {message}"):
+        get_profile("smoke").artifacts_dir()
+
+
+def test_artifacts_and_dataset_locations_that_are_files_or_blank_name_the_variable(monkeypatch, tmp_path):
+    from negutils.config import dataset_root, get_profile
+
+    afile = tmp_path / "file.txt"
+    afile.write_text("x")
+    monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(afile))
+    with pytest.raises(NotADirectoryError, match=r"\$NEGBOOK_ARTIFACTS names .*file.txt, which is a file"):
+        get_profile("smoke").artifacts_dir()
+    monkeypatch.setenv("COCO_IMAGE_ROOT", " ")
+    with pytest.raises(ValueError, match=r"\$COCO_IMAGE_ROOT for COCO_IMAGE_ROOT is blank"):
+        dataset_root("COCO_IMAGE_ROOT")
+    monkeypatch.setenv("VOC_ROOT", str(afile))
+    with pytest.raises(NotADirectoryError, match=r"\$VOC_ROOT for VOC_ROOT points at .*file.txt, which is a file"):
+        dataset_root("VOC_ROOT")
+    with pytest.raises(ValueError, match="the notebook parameter for NEGBENCH_CSV_DIR is blank"):
+        dataset_root("NEGBENCH_CSV_DIR", "")
+
+
+# ----------------------------------------------------------------------------- caches prove they are whole
+
+def _damage(path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "cut":                       # at a row boundary for text, mid-array for binaries
+        cut = data.rfind(b"\n", 0, len(data) // 2) + 1 if path.suffix == ".csv" else len(data) // 2
+        path.write_bytes(data[:cut])
+    elif how == "zeroed":
+        path.write_bytes(b"\0" * len(data))
+    else:                                  # truncated to nothing
+        path.write_bytes(b"")
+
+
+@pytest.mark.parametrize("how", ["cut", "zeroed", "emptied"])
+def test_a_damaged_benchmark_file_is_rebuilt_to_the_same_bytes(val, tmp_path, how):
+    from negutils.benchmarks import BenchmarkConfig, ensure_benchmarks
+
+    bench = ensure_benchmarks(val, BenchmarkConfig(), tmp_path, "k")
+    clean = {p.name: p.read_bytes() for p in bench.root.glob("*.csv")}
+    _damage(bench.root / "mcq.csv", how)
+    with pytest.warns(UserWarning, match=r"mcq.csv has .* rebuilding it"):
+        again = ensure_benchmarks(val, BenchmarkConfig(), tmp_path, "k")
+    assert {p.name: p.read_bytes() for p in again.root.glob("*.csv")} == clean
+    assert len(again.mcq) == len(bench.mcq)
+
+
+@pytest.mark.parametrize("how", ["cut", "zeroed", "emptied"])
+def test_a_damaged_feature_shard_is_extracted_again_to_the_same_arrays(tmp_path, how):
+    from negutils.models import TextFeatures, extract_text_features
+
+    tiny = load_backbone("negbook-tiny")
+    captions = ["a dog", "no cat on the mat", "a red star and a blue moon"]
+    folder = extract_text_features(tiny, captions, 6, 3, tmp_path, "tiny", progress=False)
+    clean = np.array(TextFeatures(folder)["final"])
+    _damage(folder / "shard-00000" / "final.npy", how)
+    with pytest.raises(ValueError, match="feature cache .* is not whole"):
+        TextFeatures(folder)
+    with pytest.warns(UserWarning, match="is not whole .*extracting again"):
+        again = extract_text_features(tiny, captions, 6, 3, tmp_path, "tiny", progress=False)
+    assert np.array_equal(np.array(TextFeatures(again)["final"]), clean)
+
+
+@pytest.mark.parametrize("how", ["cut", "zeroed"])
+def test_damaged_image_features_are_encoded_again(val, tmp_path, how):
+    from negutils.models.features import ensure_image_features
+
+    tiny = load_backbone("negbook-tiny")
+    clean = ensure_image_features(tiny, val, "tiny", tmp_path, progress=False)
+    path = next(tmp_path.glob("images-*.npy"))
+    _damage(path, how)
+    with pytest.warns(UserWarning, match="are not whole .*encoding them again"):
+        again = ensure_image_features(tiny, val, "tiny", tmp_path, progress=False)
+    assert torch.equal(again, clean)
+
+
+def test_two_builders_racing_on_one_benchmark_key_both_succeed(val, tmp_path):
+    from concurrent.futures import ProcessPoolExecutor
+
+    from negutils.benchmarks import BenchmarkConfig, ensure_benchmarks
+
+    with ProcessPoolExecutor(2) as pool:
+        built = list(pool.map(ensure_benchmarks, [val, val], [BenchmarkConfig()] * 2, [tmp_path] * 2, ["k", "k"]))
+    assert built[0].root == built[1].root and built[0].mcq.equals(built[1].mcq)
+    assert ensure_benchmarks(val, BenchmarkConfig(), tmp_path, "k").mcq.equals(built[0].mcq)   # whole, no rebuild
+
+
+def test_writes_are_flushed_to_disk_before_the_rename(tmp_path, monkeypatch):
+    import os
+
+    from negutils.core import atomic_save
+    from negutils.core.cache import atomic_write_text
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
+    atomic_write_text(tmp_path / "a.txt", "x")
+    atomic_save(tmp_path / "b.npy", lambda tmp: np.save(tmp, np.zeros(3)))
+    assert len(synced) == 2 and (tmp_path / "a.txt").read_text() == "x"

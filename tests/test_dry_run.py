@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from negutils import eval as negbook_eval
+from negutils import run as runner
 from negutils.benchmarks import results_frame
 from negutils.benchmarks.published import MCQ_FILES
 from negutils.config import get_profile
@@ -27,8 +28,13 @@ PROFILE = get_profile("gpu-dryrun")
 @pytest.mark.notebooks
 def test_every_chapter_executes_on_the_real_path(dry_run_book):
     result, _ = dry_run_book
-    for chapter, injected in injected_parameters_of_every_chapter(result).items():
-        assert 'profile = "gpu-dryrun"' in injected and "ViT-B-32-random.pt" in injected, chapter
+    injected = injected_parameters_of_every_chapter(result)
+    for source in runner.notebook_sources():
+        declared = runner.declared_parameters(runner.read_notebook(source))
+        assert 'profile = "gpu-dryrun"' in injected[source.stem], source.stem
+        # each chapter receives the checkpoints it declares, and only those
+        assert ("ViT-B-32-random.pt" in injected[source.stem]) == ("checkpoint" in declared), source.stem
+        assert ("negfull_checkpoint" in injected[source.stem]) == ("negfull_checkpoint" in declared), source.stem
 
 
 @pytest.mark.notebooks

@@ -69,7 +69,7 @@ def test_bad_input_is_named(tiny, tmp_path):
     folder = extract_text_features(tiny, CAPTIONS, 5, 3, tmp_path, "x", progress=False)
     index = json.loads((folder / "index.json").read_text())
     (folder / "index.json").write_text(json.dumps({**index, "version": 0}))
-    with pytest.raises(ValueError, match="cache format 0"):
+    with pytest.raises(ValueError, match="index.json has format 0 without array records"):
         TextFeatures(folder)
 
 

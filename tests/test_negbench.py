@@ -88,7 +88,7 @@ def test_bad_csv_names_file_and_field(mcq, tmp_path, mutate, message):
 
 def test_missing_images_are_counted_and_listed(mcq, tmp_path):
     path = write_mcq_csv(mcq.head(4), tmp_path / "mcq.csv")
-    with pytest.raises(FileNotFoundError, match=r"mcq\.csv: 4 of 4 images are missing under .*e\.g\."):
+    with pytest.raises(FileNotFoundError, match=r"mcq\.csv: 4 of 4 images are missing \(or not files\) under .*e\.g\."):
         read_mcq_csv(path, image_root=tmp_path / "nowhere", check_images=True)
 
 

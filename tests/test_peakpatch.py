@@ -164,6 +164,11 @@ def test_trained_models_are_cached_with_their_history(trained_setup, tmp_path):
     again, history_again = ensure_peakpatch(features, data, config, tmp_path, progress=False)
     assert len(list(tmp_path.glob("*.pt"))) == 1 and history.equals(history_again)
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
+    checkpoint = next(tmp_path.glob("*.pt"))
+    checkpoint.write_bytes(checkpoint.read_bytes()[:100])                 # cut: trained again, not loaded
+    with pytest.warns(UserWarning, match=r"is not whole \(.* bytes, its record .*training it again"):
+        retrained, _ = ensure_peakpatch(features, data, config, tmp_path, progress=False)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), retrained.state_dict().values()))
 
 
 def test_runs_trained_side_by_side_in_workers_equal_runs_trained_here(trained_setup, tmp_path):

@@ -45,6 +45,24 @@ def test_ensure_pretrained_reuses_the_cache_and_rekeys_on_change(tiny_world, tin
     summary = json.loads((first.checkpoint.parent / "summary.json").read_text())
     assert summary["config"]["model_name"] == tiny_pretrain_config.model_name
     assert load_backbone(checkpoint=first.checkpoint).report.n_tensors_loaded > 0
+    clean = torch.load(first.checkpoint, weights_only=True)["state_dict"]
+    data = first.checkpoint.read_bytes()
+    first.checkpoint.write_bytes(data[: len(data) // 2])           # cut: pretrained again, never loaded
+    with pytest.warns(UserWarning, match=r"pretrained organism .* is not whole \(.*bytes, its record"):
+        rebuilt = ensure_pretrained(tiny_world, tiny_pretrain_config, tmp_path, progress=False)
+    state = torch.load(rebuilt.checkpoint, weights_only=True)["state_dict"]
+    assert all(torch.equal(state[k], clean[k]) for k in clean)
+
+
+def test_an_organism_pretrained_before_records_is_adopted_not_retrained(tiny_world, tiny_pretrain_config, tmp_path):
+    from negutils.core.cache import record_path
+
+    first = ensure_pretrained(tiny_world, tiny_pretrain_config, tmp_path, progress=False)
+    for f in first.checkpoint.parent.glob("*.record.json"):
+        f.unlink()
+    mtime = first.checkpoint.stat().st_mtime_ns
+    again = ensure_pretrained(tiny_world, tiny_pretrain_config, tmp_path, progress=False)
+    assert again.checkpoint.stat().st_mtime_ns == mtime and record_path(first.checkpoint).exists()
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])

@@ -73,10 +73,43 @@ def test_rule_based_negator_round_trip():
     assert has_negation_cue("it isn't there") and not has_negation_cue("a knot on a note")
 
 
-def test_checksum_mismatch_deletes_the_file(tmp_path):
+def test_checksum_mismatch_moves_the_file_aside_and_keeps_its_bytes(tmp_path):
     f = tmp_path / "a.zip"
     f.write_bytes(b"abc")
-    assert verify(f, hashlib.md5(b"abc").hexdigest()) == hashlib.md5(b"abc").hexdigest()
-    with pytest.raises(ChecksumError, match="differs from the published"):
+    digest = hashlib.md5(b"abc").hexdigest()
+    assert verify(f, digest) == digest
+    with pytest.raises(ChecksumError, match=rf"differs from the published 0+; moved aside to .*a.zip.md5-{digest}"):
         verify(f, "0" * 32)
-    assert not f.exists()
+    assert not f.exists() and (tmp_path / f"a.zip.md5-{digest}").read_bytes() == b"abc"
+
+
+@pytest.mark.parametrize("kind", ["zip", "tar"])
+def test_a_half_extracted_archive_is_detected_and_extracted_again(tmp_path, kind):
+    import tarfile
+    import zipfile
+
+    from negutils.world import extract
+
+    source = tmp_path / "src"
+    (source / "val2017").mkdir(parents=True)
+    for name in ("a.jpg", "b.jpg"):
+        (source / "val2017" / name).write_bytes(name.encode() * 100)
+    archive = tmp_path / f"images.{kind}"
+    if kind == "zip":
+        with zipfile.ZipFile(archive, "w") as zf:
+            for f in sorted((source / "val2017").iterdir()):
+                zf.write(f, f"val2017/{f.name}")
+    else:
+        with tarfile.open(archive, "w") as tf:
+            tf.add(source / "val2017", "val2017")
+    root = tmp_path / "root"
+    marker = extract(archive, root)
+    assert marker.read_text().strip() == hashlib.md5(archive.read_bytes()).hexdigest()
+    assert (root / "val2017" / "b.jpg").read_bytes() == b"b.jpg" * 100
+    (root / "val2017" / "b.jpg").unlink()           # an extraction cut short: a file missing, no marker
+    marker.unlink()
+    extract(archive, root)
+    assert (root / "val2017" / "b.jpg").read_bytes() == b"b.jpg" * 100 and marker.exists()
+    (root / "val2017" / "a.jpg").write_bytes(b"edited")        # complete: the marker keeps it from running again
+    extract(archive, root)
+    assert (root / "val2017" / "a.jpg").read_bytes() == b"edited"

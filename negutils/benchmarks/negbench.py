@@ -194,6 +194,28 @@ def write_mcq_csv(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     return atomic_save(path, lambda p: frame[MCQ_COLUMNS + extra].to_csv(p, index=False, lineterminator="\n"))
 
 
+def read_benchmark_csv(path: Path, columns: list[str], what: str) -> pd.DataFrame:
+    """A benchmark CSV read as text (no NA guessing), or ``BenchmarkFileError`` naming the file and
+    what is likely wrong: not UTF-8, malformed rows, another separator, missing columns."""
+    try:
+        frame = pd.read_csv(path, keep_default_na=False)
+    except UnicodeDecodeError as err:
+        raise BenchmarkFileError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start}); re-encode it, e.g. "
+                                 f"iconv -f latin1 -t utf-8") from err
+    except pd.errors.EmptyDataError as err:
+        raise BenchmarkFileError(f"{path} is empty") from err
+    except pd.errors.ParserError as err:
+        raise BenchmarkFileError(f"{path} could not be parsed as CSV ({str(err).strip()}); check that fields are "
+                                 "separated by commas and quotes are balanced") from err
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        header = ",".join(map(str, frame.columns))
+        hint = "; its header looks separated by another character than a comma" if len(frame.columns) == 1 and \
+            any(sep in header for sep in (";", "\t", "|")) else ""
+        raise BenchmarkFileError(f"{path}: missing column(s) {missing}; a {what} has {columns}{hint}")
+    return frame
+
+
 def read_mcq_csv(path: str | os.PathLike, image_root: str | os.PathLike | None = None,
                  check_images: bool = False) -> pd.DataFrame:
     """Read a NegBench MCQ CSV (ours or the published ones) and validate it.
@@ -205,11 +227,8 @@ def read_mcq_csv(path: str | os.PathLike, image_root: str | os.PathLike | None =
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"MCQ CSV {path} does not exist")
-    frame = pd.read_csv(path, keep_default_na=False)
+    frame = read_benchmark_csv(path, MCQ_COLUMNS, "NegBench MCQ CSV")
     frame = frame.drop(columns=[c for c in frame.columns if c.startswith("Unnamed:")])
-    missing = [c for c in MCQ_COLUMNS if c not in frame.columns]
-    if missing:
-        raise BenchmarkFileError(f"{path}: missing column(s) {missing}; a NegBench MCQ CSV has {MCQ_COLUMNS}")
     bad_template = ~frame["correct_answer_template"].isin(TEMPLATES)
     if bad_template.any():
         row = int(np.flatnonzero(bad_template)[0])
@@ -240,7 +259,9 @@ def resolve_image_paths(paths: list[str], image_root: str | os.PathLike, source:
     """Absolute image paths under ``image_root``; missing files are one error listing the first."""
     root = Path(image_root)
     out, missing = [], []
-    for raw in paths:
+    for row, raw in enumerate(paths):
+        if not isinstance(raw, str) or not raw.strip():
+            raise BenchmarkFileError(f"{source}: row {row} has an empty image path")
         p = Path(raw)
         candidate = root / p if not p.is_absolute() else p
         if p.is_absolute() and not candidate.exists():
@@ -251,12 +272,12 @@ def resolve_image_paths(paths: list[str], image_root: str | os.PathLike, source:
                     break
             else:
                 candidate = root / p.name
-        if check and not candidate.exists():
+        if check and not candidate.is_file():          # a folder is no image
             missing.append(str(candidate))
         out.append(str(candidate))
     if missing:
-        raise FileNotFoundError(f"{source}: {len(missing)} of {len(paths)} images are missing under {root}, "
-                                f"e.g. {missing[:3]}")
+        raise FileNotFoundError(f"{source}: {len(missing)} of {len(paths)} images are missing (or not files) under "
+                                f"{root}, e.g. {missing[:3]}")
     return out
 
 

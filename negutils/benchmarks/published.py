@@ -30,7 +30,7 @@ from ..world.published import (coco_file_name, read_coco_val, read_voc_test, voc
                                write_voc_layout)
 from ..world.recipes import convert_voc
 from .negbench import (MCQ_COLUMNS, NEGBENCH_WRONG_ORDER, BenchmarkFileError, MCQConfig, build_mcq, build_retrieval,
-                       read_mcq_csv, resolve_image_paths)
+                       read_benchmark_csv, read_mcq_csv, resolve_image_paths)
 
 MCQ_FILES = {"val": "COCO_val_mcq_llama3.1_rephrased.csv", "ood": "VOC2007_mcq_llama3.1_rephrased.csv"}
 RETRIEVAL_FILES = {"val": {"retrieval_affirmative": "COCO_val_retrieval.csv",
@@ -79,11 +79,7 @@ def read_published_retrieval(path: str | os.PathLike, split: CocoSplit) -> pd.Da
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"retrieval CSV {path} does not exist")
-    frame = pd.read_csv(path, keep_default_na=False)
-    missing = [c for c in RETRIEVAL_COLUMNS if c not in frame.columns]
-    if missing:
-        raise BenchmarkFileError(f"{path}: missing column(s) {missing}; a NegBench retrieval CSV has "
-                                 f"{RETRIEVAL_COLUMNS}")
+    frame = read_benchmark_csv(path, RETRIEVAL_COLUMNS, "NegBench retrieval CSV")
     paths = resolve_image_paths(frame["filepath"].tolist(), split.image_root, source=path)
     ids = _image_ids(paths, split, path, "filepath")
     rows = []

@@ -8,12 +8,14 @@ Files (NegBench CSV schema for the MCQ; CSV for the rest) live under
 """
 from __future__ import annotations
 
+import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from ..core.cache import atomic_save, atomic_write_json, config_hash
+from ..core.cache import atomic_save, atomic_write_json, config_hash, file_record, record_problems
 from ..world.coco import CocoSplit
 from .confusion import ConfusionConfig, build_confusion
 from .evaluate import (
@@ -79,20 +81,34 @@ def build_benchmarks(split: CocoSplit, config: BenchmarkConfig) -> dict[str, pd.
             "existence": build_existence(split, config.existence_samples, config.existence_seed)}
 
 
+def _manifest_problems(manifest: Path) -> list[str]:
+    """Why the cache ``manifest`` describes cannot be used: no manifest (never finished), a manifest
+    without file records (written before they were kept), or files that differ from their records."""
+    try:
+        records = json.loads(manifest.read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return [f"{manifest} is missing, unreadable or has no file records"]
+    return record_problems(manifest.parent, records)
+
+
 def ensure_benchmarks(split: CocoSplit, config: BenchmarkConfig, out_dir: str | Path, data_key: str) -> Benchmarks:
     """Build the benchmarks of ``split`` (identified by ``data_key``, e.g. the world hash) or
     reuse the cached files."""
     key = config_hash({"data": data_key, "split": split.name, "config": config, "version": BENCHMARK_VERSION})
     root = Path(out_dir) / f"benchmarks-{key}" / split.name
     done = root / "manifest.json"
-    if not done.exists():
+    problems = _manifest_problems(done)
+    if problems:
+        if done.exists():       # a file cut, zeroed or overwritten since: say what, and build again
+            warnings.warn(f"benchmark cache {root} is not whole ({'; '.join(problems[:3])}); rebuilding it")
         frames = build_benchmarks(split, config)
         write_mcq_csv(frames["mcq"], root / "mcq.csv")
         for name, frame in frames.items():
             if name != "mcq":
                 atomic_save(root / f"{name}.csv", lambda p, f=frame: f.to_csv(p, index=False, lineterminator="\n"))
         atomic_write_json(done, {"key": key, "split": split.name, "config": asdict(config),
-                                 "sizes": {n: len(f) for n, f in frames.items()}})
+                                 "sizes": {n: len(f) for n, f in frames.items()},
+                                 "files": {f"{n}.csv": file_record(root / f"{n}.csv") for n in NAMES}})
     frames = {n: pd.read_csv(root / f"{n}.csv", keep_default_na=False) if n != "mcq" else read_mcq_csv(root / "mcq.csv")
               for n in NAMES}
     return Benchmarks(split=split.name, root=root, **frames)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,7 +24,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..core.cache import config_hash
+from ..core.cache import (adopt_unrecorded, atomic_write_json, config_hash, file_record, record_path,
+                          recorded_problems)
 from ..models.backbone import Backbone, load_backbone, save_checkpoint
 from ..models.features import captions_hash
 from ..models.weights import read_checkpoint_metadata
@@ -134,12 +136,17 @@ def ensure_negfull(backbone: Backbone, base_key: str, data: NegationData, config
     key = config_hash({"base": base_key, "captions": captions_hash(data.captions),
                        "train": data.train_images.tolist(), "config": asdict(config)})
     path = Path(artifacts_dir) / "negfull" / f"negfull-{key}.pt"
-    if not path.exists():
+    adopt_unrecorded(path, read_checkpoint_metadata)         # fine-tuned before records were kept
+    problems = recorded_problems(path)
+    if problems:
+        if path.exists():
+            warnings.warn(f"NegFull checkpoint {path} is not whole ({problems[0]}); fine-tuning it again")
         tuned, history = finetune_negfull(backbone, data, config, progress)
         accuracy = held_out_accuracy(tuned, data)
         save_checkpoint(tuned.model, path, backbone.model_name,
                         extra={"negfull_config": asdict(config), "final_loss": float(history["loss"].iloc[-1]),
                                "held_out_mcq_accuracy": accuracy})
+        atomic_write_json(record_path(path), file_record(path))
     tuned = load_backbone(backbone.model_name, checkpoint=path, device=str(backbone.device))
     return tuned, float(read_checkpoint_metadata(path)["held_out_mcq_accuracy"])
 

@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -36,7 +37,8 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from ..core.cache import atomic_save, atomic_write_json, config_hash
+from ..core.cache import (array_record, atomic_save, atomic_write_json, config_hash, record_problems,
+                          recorded_problems, save_recorded)
 from .backbone import load_backbone
 
 FIELDS = ("final", "proj_lp", "eos_lp", "eos_la")
@@ -131,7 +133,11 @@ def extract_layer_sweep(backbone, captions: Sequence[str], layer_pairs, root: st
                 raise ValueError(f"{name}={layer} is outside the text tower's layers 1..{n_layers}")
     digest = captions_hash(captions)
     folders = {pair: Path(root) / f"text-{FeatureKey(backbone_label, *pair, digest).digest}" for pair in layer_pairs}
-    todo = [pair for pair, folder in folders.items() if not (folder / "index.json").exists()]
+    todo = [pair for pair, folder in folders.items() if cache_problems(folder)]
+    for pair in todo:                      # a cache cut, zeroed or left unfinished: say what, and extract again
+        problems = cache_problems(folders[pair])
+        if (folders[pair] / "index.json").exists():
+            warnings.warn(f"feature cache {folders[pair]} is not whole ({'; '.join(problems[:3])}); extracting again")
     if not todo:
         return folders
     rank, world = _rank_world()
@@ -151,10 +157,25 @@ def extract_layer_sweep(backbone, captions: Sequence[str], layer_pairs, root: st
                 "version": FORMAT_VERSION, "key": vars(FeatureKey(backbone_label, *pair, digest)),
                 "count": len(captions),
                 "shards": [{"name": f"shard-{r:05d}", "start": a, "stop": b} for r, (a, b) in enumerate(bounds)],
-                "width": int(arrays["eos_lp"].shape[1]), "embed_dim": int(arrays["final"].shape[1])})
+                "width": int(arrays["eos_lp"].shape[1]), "embed_dim": int(arrays["final"].shape[1]),
+                # every array's size, shape and dtype, read back from disk: what a later load checks
+                "arrays": {f"{f.parent.name}/{f.name}": array_record(f)
+                           for f in sorted(folders[pair].glob("shard-*/*.npy"))}})
     if world > 1:
         dist.barrier()
     return folders
+
+
+def cache_problems(folder: Path) -> list[str]:
+    """Why a feature cache cannot be used ([] when whole): no index (never finished), another format,
+    or shards that differ from the sizes, shapes and dtypes the index recorded."""
+    try:
+        index = json.loads((Path(folder) / "index.json").read_text())
+    except (OSError, ValueError):
+        return [f"{folder}/index.json is missing or unreadable"]
+    if index.get("version") != FORMAT_VERSION or "arrays" not in index:
+        return [f"{folder}/index.json has format {index.get('version')} without array records"]
+    return record_problems(folder, index["arrays"])
 
 
 class TextFeatures:
@@ -167,9 +188,10 @@ class TextFeatures:
         if not index_path.exists():
             raise FileNotFoundError(f"{index_path} is missing: the cache was never completed; extract it again")
         self.index = json.loads(index_path.read_text())
-        if self.index.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{index_path}: cache format {self.index.get('version')} != {FORMAT_VERSION}; "
-                             "delete the folder to re-extract")
+        problems = cache_problems(self.folder)
+        if problems:
+            raise ValueError(f"feature cache {self.folder} is not whole: {'; '.join(problems[:3])}; "
+                             "extract_text_features rebuilds it")
         self._shards = [self.folder / s["name"] for s in self.index["shards"]]
         self._cache: dict[str, np.ndarray] = {}
 
@@ -264,7 +286,10 @@ def ensure_image_features(backbone, split, backbone_label: str, root: str | Path
     """[N, d] float32 image embeddings of a whole split, cached as ``root/images-<key>.npy``."""
     key = config_hash({"backbone": backbone_label, "split": split.name, "images": list(split.file_names)})
     path = Path(root) / f"images-{key}.npy"
-    if not path.exists():
+    problems = recorded_problems(path)
+    if problems:
+        if path.exists():
+            warnings.warn(f"image features {path} are not whole ({problems[0]}); encoding them again")
         feats = backbone.encode_images(split.images(), batch_size=batch_size, progress=progress).numpy()
-        atomic_save(path, lambda tmp: np.save(tmp, feats.astype(np.float32), allow_pickle=False))
+        save_recorded(path, lambda tmp: np.save(tmp, feats.astype(np.float32), allow_pickle=False))
     return torch.from_numpy(np.load(path))

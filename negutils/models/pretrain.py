@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..core.cache import atomic_save, atomic_write_json, config_hash
+from ..core.cache import (adopt_unrecorded, atomic_write_json, config_hash, file_record, record_path,
+                          recorded_problems, save_recorded)
 from ..world.coco import CocoSplit, load_split
 from .backbone import (
     Backbone,
@@ -194,14 +196,21 @@ def ensure_pretrained(world_root: str | Path, config: PretrainConfig, artifacts_
     out_dir = Path(artifacts_dir) / f"backbone-{key}"
     ckpt, hist_csv, eval_csv, summary_json = (out_dir / "model.pt", out_dir / "history.csv",
                                               out_dir / "evaluations.csv", out_dir / "summary.json")
-    if summary_json.exists() and ckpt.exists():
-        summary = json.loads(summary_json.read_text())
-        return PretrainResult(ckpt, pd.read_csv(hist_csv), pd.read_csv(eval_csv), summary["seconds"],
-                              summary["samples_per_second"])
+    if summary_json.exists():
+        adopt_unrecorded(ckpt, lambda p: torch.load(p, map_location="cpu", weights_only=True))   # runs from before
+        adopt_unrecorded(hist_csv, pd.read_csv)                                                   # records were kept
+        adopt_unrecorded(eval_csv, pd.read_csv)
+        problems = [q for f in (ckpt, hist_csv, eval_csv) for q in recorded_problems(f)]
+        if not problems:
+            summary = json.loads(summary_json.read_text())
+            return PretrainResult(ckpt, pd.read_csv(hist_csv), pd.read_csv(eval_csv), summary["seconds"],
+                                  summary["samples_per_second"])
+        warnings.warn(f"pretrained organism {out_dir} is not whole ({problems[0]}); pretraining it again")
     result = pretrain(split or load_split(world_root / "pretrain"), config, ckpt, val=load_split(world_root / "val"),
                       progress=progress)
-    atomic_save(hist_csv, lambda p: result.history.to_csv(p, index=False))
-    atomic_save(eval_csv, lambda p: result.evaluations.to_csv(p, index=False))
+    atomic_write_json(record_path(ckpt), file_record(ckpt))
+    save_recorded(hist_csv, lambda p: result.history.to_csv(p, index=False))
+    save_recorded(eval_csv, lambda p: result.evaluations.to_csv(p, index=False))
     # The summary is written last: its presence marks a complete, reusable result.
     atomic_write_json(summary_json, {"key": key, "world": world_key, "config": config,
                                      "seconds": result.seconds, "samples_per_second": result.samples_per_second})

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 
 @dataclass
@@ -36,9 +37,14 @@ class CocoSplit:
 
     def load_image(self, i: int) -> Image.Image:
         path = self.image_path(i)
-        if not path.exists():
+        if not path.is_file():
             raise FileNotFoundError(f"split {self.name!r}: image {path} (id {self.image_ids[i]}) is missing")
-        return Image.open(path).convert("RGB")
+        try:
+            with Image.open(path) as image:
+                return to_rgb8(image, path)
+        except (UnidentifiedImageError, OSError, SyntaxError) as err:
+            raise ValueError(f"split {self.name!r}: image {path} (id {self.image_ids[i]}) cannot be decoded: "
+                             f"{err}") from err
 
     def images(self, indices=None):
         """Images at ``indices`` in a form ``Backbone.encode_images`` takes: a uint8 array when the
@@ -53,6 +59,26 @@ class CocoSplit:
         if self.pixels_path is not None and self.pixels_path.exists():
             return np.load(self.pixels_path, mmap_mode="r")
         return np.stack([np.asarray(self.load_image(i)) for i in range(len(self))])
+
+
+def to_rgb8(image: Image.Image, path: str | os.PathLike = "") -> Image.Image:
+    """``image`` as 8-bit RGB with its full range kept. Pillow's ``convert("RGB")`` clips a 16-bit
+    greyscale image (mode I;16, or I) to 255 instead of scaling it, which turns almost every pixel
+    white; such images are scaled by 255 / 65535 here. Float images (mode F) must lie in [0, 1]."""
+    image.load()
+    if image.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        values = np.asarray(image, dtype=np.float64)
+        if values.min() < 0 or values.max() > 65535:
+            raise ValueError(f"image {path}: mode {image.mode} values span [{values.min():g}, {values.max():g}], "
+                             "outside 16 bits")
+        image = Image.fromarray(np.round(values * 255.0 / 65535.0).astype(np.uint8), mode="L")
+    elif image.mode == "F":
+        values = np.asarray(image, dtype=np.float64)
+        if not np.isfinite(values).all() or values.min() < 0 or values.max() > 1:
+            raise ValueError(f"image {path}: a float image (mode F) must lie in [0, 1], got "
+                             f"[{np.nanmin(values):g}, {np.nanmax(values):g}]")
+        image = Image.fromarray(np.round(values * 255.0).astype(np.uint8), mode="L")
+    return image.convert("RGB")
 
 
 class LazyImages:
@@ -86,6 +112,36 @@ def _read_json(path: Path, what: str) -> dict:
     return data
 
 
+def _require(record: dict, keys: tuple[str, ...], path: Path, what: str) -> None:
+    missing = [k for k in keys if k not in record or record[k] is None]
+    if missing:
+        raise ValueError(f"{path}: {what} {record.get('id', '(no id)')} has no {', '.join(map(repr, missing))}")
+
+
+def _images(images: list, path: Path) -> list[dict]:
+    """The images of an instances file, each with an id and a file name, no id twice."""
+    for image in images:
+        _require(image, ("id", "file_name"), path, "image")
+    repeated = sorted(i for i, n in Counter(im["id"] for im in images).items() if n > 1)
+    if repeated:
+        raise ValueError(f"{path}: image id(s) {repeated[:5]} appear more than once (their annotations would go to "
+                         "one of them)")
+    return images
+
+
+def _categories(categories: list, path: Path) -> dict:
+    """{category id: name}, refusing repeated ids or names (two categories would merge)."""
+    for category in categories:
+        _require(category, ("id", "name"), path, "category")
+    names = [c["name"] for c in categories]
+    ids = [c["id"] for c in categories]
+    for what, values in (("name", names), ("id", ids)):
+        repeated = sorted((v for v, n in Counter(values).items() if n > 1), key=str)
+        if repeated:
+            raise ValueError(f"{path}: category {what}(s) {repeated[:5]} appear more than once")
+    return dict(zip(ids, names))
+
+
 def load_split(split_dir: str | os.PathLike | None = None, *, instances: str | os.PathLike | None = None,
                captions: str | os.PathLike | None = None, image_root: str | os.PathLike | None = None,
                name: str | None = None) -> CocoSplit:
@@ -105,23 +161,33 @@ def load_split(split_dir: str | os.PathLike | None = None, *, instances: str | o
     inst = _read_json(instances, "instances")
     if "categories" not in inst:
         raise ValueError(f"{instances} is not a COCO instances file: it has no 'categories' key")
-    id_to_cat = {c["id"]: c["name"] for c in inst["categories"]}
-    images = sorted(inst["images"], key=lambda im: im["id"])
+    id_to_cat = _categories(inst["categories"], instances)
+    images = sorted(_images(inst["images"], instances), key=lambda im: im["id"])
     index = {im["id"]: k for k, im in enumerate(images)}
     objects: list[set[str]] = [set() for _ in images]
     boxes: list[list] = [[] for _ in images]
     for ann in inst["annotations"]:
+        _require(ann, ("image_id", "category_id", "bbox"), instances, "annotation")
         if ann["image_id"] not in index:
             raise ValueError(f"{instances}: annotation {ann.get('id')} refers to unknown image_id {ann['image_id']}")
         if ann.get("category_id") not in id_to_cat:
             raise ValueError(f"{instances}: annotation {ann.get('id')} has category_id {ann.get('category_id')!r}, "
                              "which is not in 'categories'")
+        box = ann["bbox"]
+        if not (isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)) \
+                or box[2] < 0 or box[3] < 0:
+            raise ValueError(f"{instances}: annotation {ann.get('id')} (image {ann['image_id']}) has bbox {box!r}; "
+                             "COCO boxes are [x, y, width, height] with width, height >= 0")
         k, category = index[ann["image_id"]], id_to_cat[ann["category_id"]]
         objects[k].add(category)
-        boxes[k].append((category, ann["bbox"]))
+        boxes[k].append((category, box))
     caps: list[list[dict]] = [[] for _ in images]
     if captions is not None and Path(captions).exists():
         for ann in _read_json(Path(captions), "captions")["annotations"]:
+            _require(ann, ("image_id", "caption"), Path(captions), "caption")
+            if not isinstance(ann["caption"], str) or not ann["caption"].strip():
+                raise ValueError(f"{captions}: caption {ann.get('id')} of image {ann['image_id']} is "
+                                 f"{ann['caption']!r}, not a non-empty string")
             if ann["image_id"] in index:
                 caps[index[ann["image_id"]]].append(ann)
     root = Path(image_root) if image_root is not None else instances.parent

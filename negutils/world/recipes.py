@@ -1,8 +1,9 @@
 """The logic behind ``data_recipes/``: checksummed downloads and conversions to the COCO layout the
 embedded world uses, so every dataset is read by ``negutils.world.coco.load_split``.
 
-The download registry holds the published MD5 of every archive that has one; a download whose
-digest differs is deleted and reported, never used.
+The download registry holds the published MD5 of every archive that has one; a file whose digest
+differs is moved aside (the user's bytes are never deleted) and reported, never used. Extraction
+writes a completion marker last, so a half-extracted archive is detected and extracted again.
 """
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import hashlib
 import json
 import os
 import shutil
+import tarfile
 import urllib.request
 import xml.etree.ElementTree as ET
+import zipfile
 from pathlib import Path
 
 from ..core.cache import atomic_save
@@ -47,12 +50,36 @@ def md5sum(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 
 def verify(path: str | os.PathLike, md5: str | None) -> str:
-    """The file's MD5; a mismatch with the expected one deletes the file and raises."""
+    """The file's MD5; a mismatch with the expected one moves the file aside (``<name>.md5-<actual>``,
+    so a re-download does not overwrite what may be the user's only copy) and raises."""
     actual = md5sum(path)
     if md5 and actual != md5:
-        Path(path).unlink()
-        raise ChecksumError(f"{path}: MD5 {actual} differs from the published {md5}; the file was deleted")
+        path = Path(path)
+        aside = path.with_name(f"{path.name}.md5-{actual}")
+        path.rename(aside)
+        raise ChecksumError(f"{path}: MD5 {actual} differs from the published {md5}; moved aside to {aside} "
+                            f"(delete it once you have the right file)")
     return actual
+
+
+def extract(archive: str | os.PathLike, root: str | os.PathLike) -> Path:
+    """Unpack a .zip or .tar ``archive`` into ``root`` unless its completion marker says it was,
+    and write the marker (``root/.<archive>.extracted``, holding the archive's MD5) last: an
+    extraction cut short has no marker and is done again, over what it left."""
+    archive, root = Path(archive), Path(root)
+    marker = root / f".{archive.name}.extracted"
+    digest = md5sum(archive)
+    if marker.exists() and marker.read_text().strip() == digest:
+        return marker
+    root.mkdir(parents=True, exist_ok=True)
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(root)
+    else:
+        with tarfile.open(archive) as tf:
+            tf.extractall(root, filter="data")
+    atomic_save(marker, lambda tmp: tmp.write_text(digest + "\n"))
+    return marker
 
 
 def fetch(name: str, dest_dir: str | os.PathLike) -> Path:

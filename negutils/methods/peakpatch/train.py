@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ...core.cache import atomic_save, config_hash
+from ...core.cache import config_hash, recorded_problems, save_recorded
 from ...core.results import read_results
 from ...core.workers import TRAINING_THREADS, WORKERS, run_in_workers, torch_threads
 from ...models.features import TextFeatures
@@ -220,13 +221,16 @@ def ensure_peakpatch(features: TextFeatures, data: NegationData, config: PeakPat
     cache, the data and the config; later runs and chapters (KTN and LCSE on ECN embeddings) load
     them instead of retraining."""
     path, history_path = checkpoint_paths(features, data, config, root)
-    if path.exists() and history_path.exists():
+    problems = recorded_problems(path) + recorded_problems(history_path)
+    if not problems:
         model = new_model(features, config)
         model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         return model.eval(), pd.read_csv(history_path)
+    if path.exists() or history_path.exists():      # cut or zeroed since: say what, and train again
+        warnings.warn(f"PeakPatch checkpoint {path.name} is not whole ({problems[0]}); training it again")
     model, history = train_peakpatch(features, data, config, progress)
-    atomic_save(history_path, lambda tmp: history.to_csv(tmp, index=False))
-    atomic_save(path, lambda tmp: torch.save(model.state_dict(), tmp))
+    save_recorded(history_path, lambda tmp: history.to_csv(tmp, index=False))
+    save_recorded(path, lambda tmp: torch.save(model.state_dict(), tmp))
     return model, history
 
 
@@ -239,7 +243,8 @@ def _ensure_saved(data: NegationData, root, job: tuple[Path, PeakPatchConfig]) -
 def train_missing(jobs: list[tuple[TextFeatures, PeakPatchConfig]], data: NegationData, root,
                   progress: bool = True, workers: int = WORKERS) -> None:
     """Train every (features, config) not yet saved under ``root``, ``workers`` at a time."""
-    missing = [(f.folder, c) for f, c in jobs if not all(p.exists() for p in checkpoint_paths(f, data, c, root))]
+    missing = [(f.folder, c) for f, c in jobs
+               if any(recorded_problems(p) for p in checkpoint_paths(f, data, c, root))]
     run_in_workers(_ensure_saved, (data, root), list(dict.fromkeys(missing)), workers, "PeakPatch runs", progress)
 
 
