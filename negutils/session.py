@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pandas as pd
 import torch

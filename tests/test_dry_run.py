@@ -40,7 +40,8 @@ def test_every_chapter_executes_on_the_real_path(dry_run_book):
 @pytest.mark.notebooks
 def test_the_checkpoint_is_vit_b32_as_openai_weights_run(dry_run_book):
     inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
-    backbone = load_backbone("ViT-B-32", checkpoint=inputs["parameters"]["checkpoint"])    # the loader that checks every key
+    checkpoint = inputs["parameters"]["checkpoint"]
+    backbone = load_backbone("ViT-B-32", checkpoint=checkpoint)    # the loader that checks every key
     assert backbone.report.quick_gelu and backbone.report.n_tensors_loaded == len(backbone.model.state_dict())
     assert backbone.image_size == 224 and backbone.context_length == 77
     assert set(inputs["env"]) == {"COCO_IMAGE_ROOT", "VOC_ROOT", "NEGBENCH_CSV_DIR"}
@@ -91,7 +92,8 @@ def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_book, tmp_pat
     out = tmp_path / "results.jsonl"
     export = PROFILE.artifacts_dir() / "peakpatch" / "export" / "peakpatch-joint-negbench.pt"    # chapter 03 writes it
     data_root = Path(inputs["env"]["COCO_IMAGE_ROOT"]).parent
-    assert negbook_eval.cli(["eval", "--model", "ViT-B-32", "--checkpoint", inputs["parameters"]["checkpoint"], "--profile",
+    checkpoint = inputs["parameters"]["checkpoint"]
+    assert negbook_eval.cli(["eval", "--model", "ViT-B-32", "--checkpoint", checkpoint, "--profile",
                              "gpu-dryrun", "--data-root", str(data_root), "--method", "vanilla", "ktn",
                              f"peakpatch:{export}", "--output", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -103,7 +105,8 @@ def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_book, tmp_pat
     key = ["method", "split", "task"]
     vanilla = read_results(PROFILE, "01_vanilla").query("pretrained != 'untrained'").assign(method="vanilla")
     chapters = pd.concat([vanilla, read_results(PROFILE, "04_results").query("method == 'KTN'"),
-                          read_results(PROFILE, "03_results").query("method == 'PeakPatch (joint)'")], ignore_index=True)
+                          read_results(PROFILE, "03_results").query("method == 'PeakPatch (joint)'")],
+                         ignore_index=True)
     both = ours.merge(chapters, on=key, suffixes=("", " (chapter)"))
     assert len(both) >= 15 and set(both["method"]) == set(ours["method"])
     for metric in ("accuracy", "R@5", "mAP"):

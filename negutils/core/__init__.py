@@ -11,8 +11,8 @@ from .phrasing import has_negation_cue, negate_caption, with_article
 from .results import method_table, read_results, write_results
 from .stats import bootstrap_interval, sigmoid
 
-__all__ = ["NonFiniteScores", "choice_credit", "choice_weights", "require_finite", "tied_choices", "atomic_save", "atomic_write_json", "average_precision", "bootstrap_interval",
-           "build_directory_atomically", "canonical", "config_hash", "flat", "has_negation_cue", "holds",
-           "literal", "mcq_metrics", "mean_average_precision", "method_table", "negate_caption", "nested",
-           "pairwise_accuracy", "ranks_of_targets", "read_results", "recall_at_k", "recall_at_k_sets", "roc_auc",
-           "sigmoid", "spearman_rho", "with_article", "write_results"]
+__all__ = ["NonFiniteScores", "choice_credit", "choice_weights", "require_finite", "tied_choices", "atomic_save",
+           "atomic_write_json", "average_precision", "bootstrap_interval", "build_directory_atomically", "canonical",
+           "config_hash", "flat", "has_negation_cue", "holds", "literal", "mcq_metrics", "mean_average_precision",
+           "method_table", "negate_caption", "nested", "pairwise_accuracy", "ranks_of_targets", "read_results",
+           "recall_at_k", "recall_at_k_sets", "roc_auc", "sigmoid", "spearman_rho", "with_article", "write_results"]

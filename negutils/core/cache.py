@@ -99,12 +99,17 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256", chunk: int = 1 << 20) -> str:
+    """The hex digest of a file's bytes, read in chunks (archives and caches can be gigabytes)."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as fh:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    return file_digest(path, "sha256")
 
 
 def file_record(path: str | os.PathLike) -> dict:

@@ -6,8 +6,8 @@ stream of *items* (concept phrases, negation cues, connectives), and a small gra
 items into two views:
 
 * :func:`parse_ktn` (KTN App. B.3): a token is a negation cue by dependency ``neg`` or by lemma
-  in :data:`PREFIX_CUES` / :data:`PREDICATE_CUES`; the head noun of the cue's scope is c-; the other noun phrases form C+; the
-  negation-stripped text drops the cue and its scope.
+  in :data:`PREFIX_CUES` / :data:`PREDICATE_CUES`; the head noun of the cue's scope is c-; the
+  other noun phrases form C+; the negation-stripped text drops the cue and its scope.
 * :func:`parse_lcse` (LCSE sec. 4.1, Table 7): concepts with ``negated`` flags, an operator
   (SINGLE, AND, OR, NONE) and, for "either A and B, or C", a tree of children (the format of
   :mod:`negutils.core.logic`).
@@ -622,7 +622,8 @@ def parser_coverage(bench, nlp="default") -> pd.DataFrame:
         parses = parse_captions(captions, nlp)
         reasons = pd.Series([p.reason for p in parses.values() if not p.parsed])
         rows.append({"benchmark": name, "distinct captions": len(parses), "unparsed": fallback_rate(parses),
-                     "with a negated concept": float(np.mean([bool(p.negated) for p in parses.values()])) if parses else 0.0,
+                     "with a negated concept":
+                         float(np.mean([bool(p.negated) for p in parses.values()])) if parses else 0.0,
                      "operators": ", ".join(f"{k} {v}" for k, v in pd.Series(
                          [(p.parse or {}).get("operator", "-") for p in parses.values()]).value_counts().items()),
                      "main refusal": reasons.value_counts().index[0] if len(reasons) else ""})

@@ -11,8 +11,8 @@ from .retrieval import retrieval_recall
 from .weights import (CheckpointMismatchError, LoadReport, NonFiniteWeightsError, WeightsUnavailableError,
                       tag_needs_quick_gelu)
 
-__all__ = ["Backbone", "CheckpointMismatchError", "NonFiniteWeightsError", "FIELDS", "LoadReport", "PretrainConfig", "TextFeatures",
-           "WeightsUnavailableError", "backbone_retrieval_recall", "create_model", "dense_bytes",
-           "ensure_pretrained", "extract_layer_sweep", "extract_text_features", "get_tokenizer",
-           "load_backbone", "load_pretrained", "pretrain", "retrieval_recall", "save_checkpoint", "save_training_checkpoint",
+__all__ = ["Backbone", "CheckpointMismatchError", "NonFiniteWeightsError", "FIELDS", "LoadReport", "PretrainConfig",
+           "TextFeatures", "WeightsUnavailableError", "backbone_retrieval_recall", "create_model", "dense_bytes",
+           "ensure_pretrained", "extract_layer_sweep", "extract_text_features", "get_tokenizer", "load_backbone",
+           "load_pretrained", "pretrain", "retrieval_recall", "save_checkpoint", "save_training_checkpoint",
            "shard_bounds", "tag_needs_quick_gelu"]

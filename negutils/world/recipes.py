@@ -7,7 +7,6 @@ writes a completion marker last, so a half-extracted archive is detected and ext
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -17,7 +16,7 @@ import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
-from ..core.cache import atomic_save
+from ..core.cache import atomic_save, file_digest
 from ..core.offline import network_reachable, offline_requested
 
 REGISTRY: dict[str, dict] = {
@@ -41,12 +40,9 @@ class ChecksumError(RuntimeError):
     pass
 
 
-def md5sum(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+def md5sum(path: str | os.PathLike) -> str:
+    """The MD5 the datasets publish for their archives."""
+    return file_digest(path, "md5")
 
 
 def verify(path: str | os.PathLike, md5: str | None) -> str:

@@ -83,8 +83,9 @@ def load_peakpatch(path: str | os.PathLike, backbone, **scorer_options) -> PeakP
              backbone.embed_dim), "text layers": (trained_on["n_layers"], backbone.n_layers)}
     wrong = {what: pair for what, pair in shape.items() if pair[0] != pair[1]}
     if wrong:
+        differences = ", ".join(f"{w} {a} there, {b} here" for w, (a, b) in wrong.items())
         raise ValueError(f"{path} was trained on {trained_on['model_name']} and does not fit "
-                         f"{backbone.model_name}: " + ", ".join(f"{w} {a} there, {b} here" for w, (a, b) in wrong.items()))
+                         f"{backbone.model_name}: {differences}")
     drift = float((backbone_fingerprint(backbone) - blob["fingerprint"]).abs().max())
     if drift > FINGERPRINT_TOLERANCE:
         raise ValueError(f"{path} was trained on other weights ({trained_on['key']}): this backbone's embeddings of "
