@@ -359,3 +359,21 @@ def test_writes_are_flushed_to_disk_before_the_rename(tmp_path, monkeypatch):
     atomic_write_text(tmp_path / "a.txt", "x")
     atomic_save(tmp_path / "b.npy", lambda tmp: np.save(tmp, np.zeros(3)))
     assert len(synced) == 2 and (tmp_path / "a.txt").read_text() == "x"
+
+
+def _extract(folder):
+    from negutils.models import extract_text_features
+
+    return extract_text_features(load_backbone("negbook-tiny"), ["a dog", "no cat on the mat", "a red star"] * 20,
+                                 6, 3, folder, "tiny", progress=False)
+
+
+def test_two_builders_racing_on_one_feature_cache_both_succeed(tmp_path):
+    from negutils.core.workers import run_in_workers
+    from negutils.models import TextFeatures
+
+    # two processes (one thread each, as the package runs its workers) extracting the same key at once
+    folders = run_in_workers(_extract, (), [tmp_path, tmp_path], 2, "race", False)
+    assert folders[0] == folders[1]
+    merged = TextFeatures(folders[0])                      # whole: its records match what is on disk
+    assert merged["final"].shape == (60, 64) and not list(tmp_path.glob("*/.shard-*"))

@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,10 +103,33 @@ def _encode_block(backbone, captions: list[str], layer_pairs: list[tuple[int, in
     return [{**{f: torch.cat(v).half().numpy() for f, v in part.items()}, "offsets": offsets} for part in parts]
 
 
+SHARD_RECORDS = "records.json"
+
+
 def _write_shard(directory: Path, arrays: dict) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, array in arrays.items():
-        atomic_save(directory / f"{name}.npy", lambda tmp, a=array: np.save(tmp, a, allow_pickle=False))
+    """Write a shard in a private folder with the records of its arrays, then swap it into place:
+    a reader or a second builder racing on the same key sees a whole shard or none, never a shard
+    being written, and every builder succeeds (their shards hold the same bytes)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
+    try:
+        for name, array in arrays.items():
+            atomic_save(tmp / f"{name}.npy", lambda t, a=array: np.save(t, a, allow_pickle=False))
+        atomic_write_json(tmp / SHARD_RECORDS, {f"{name}.npy": array_record(tmp / f"{name}.npy") for name in arrays})
+        if directory.exists():                   # an interrupted run's shard, or a racing builder's
+            trash = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old."))
+            try:
+                os.replace(directory, trash / directory.name)
+            except FileNotFoundError:           # the other builder moved it first
+                pass
+            shutil.rmtree(trash, ignore_errors=True)
+        try:
+            os.replace(tmp, directory)
+        except OSError:                         # a racing builder's whole shard landed in between: keep it
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def extract_text_features(backbone, captions: Sequence[str], l_p: int, l_a: int, root: str | Path,
@@ -145,10 +169,7 @@ def extract_layer_sweep(backbone, captions: Sequence[str], layer_pairs, root: st
     start, stop = bounds[rank]
     blocks = _encode_block(backbone, captions[start:stop], todo, batch_size, progress and rank == 0)
     for pair, arrays in zip(todo, blocks):
-        shard = folders[pair] / f"shard-{rank:05d}"
-        if shard.exists():
-            shutil.rmtree(shard)       # a half-written shard from an interrupted run
-        _write_shard(shard, arrays)
+        _write_shard(folders[pair] / f"shard-{rank:05d}", arrays)
     if world > 1:
         dist.barrier()
     if rank == 0:
@@ -158,9 +179,9 @@ def extract_layer_sweep(backbone, captions: Sequence[str], layer_pairs, root: st
                 "count": len(captions),
                 "shards": [{"name": f"shard-{r:05d}", "start": a, "stop": b} for r, (a, b) in enumerate(bounds)],
                 "width": int(arrays["eos_lp"].shape[1]), "embed_dim": int(arrays["final"].shape[1]),
-                # every array's size, shape and dtype, read back from disk: what a later load checks
-                "arrays": {f"{f.parent.name}/{f.name}": array_record(f)
-                           for f in sorted(folders[pair].glob("shard-*/*.npy"))}})
+                # every array's size, shape and dtype as each rank wrote it: what a later load checks
+                "arrays": {f"shard-{r:05d}/{name}": record for r in range(len(bounds)) for name, record in
+                           json.loads((folders[pair] / f"shard-{r:05d}" / SHARD_RECORDS).read_text()).items()}})
     if world > 1:
         dist.barrier()
     return folders
