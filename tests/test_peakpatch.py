@@ -377,3 +377,30 @@ def test_negfull_fine_tunes_a_vit_b32_at_its_own_resolution(trained_setup):
     assert vit.image_size == 224 and len(history) == 1 and np.isfinite(history["loss"]).all()
     assert tuned.report.quick_gelu
     assert any(not torch.equal(a, b) for a, b in zip(vit.model.parameters(), tuned.model.parameters()))
+
+
+@pytest.mark.parametrize("how", ["zeroed", "emptied"])
+def test_a_zeroed_or_emptied_peakpatch_checkpoint_is_trained_again(trained_setup, tmp_path, how):
+    from negutils.methods import ensure_peakpatch
+
+    _, _, data, features = trained_setup
+    config = PeakPatchConfig(epochs=1, batch_size=16, variant="scn_only")
+    first, _ = ensure_peakpatch(features, data, config, tmp_path, progress=False)
+    checkpoint = next(tmp_path.glob("*.pt"))
+    checkpoint.write_bytes(b"\0" * checkpoint.stat().st_size if how == "zeroed" else b"")
+    with pytest.warns(UserWarning, match="is not whole .*training it again"):
+        again, _ = ensure_peakpatch(features, data, config, tmp_path, progress=False)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
+
+
+def test_a_damaged_negfull_checkpoint_is_fine_tuned_again(trained_setup, tmp_path):
+    from negutils.methods.negfull import NegFullConfig, ensure_negfull
+
+    backbone, _, data, _ = trained_setup
+    config = NegFullConfig(alpha=0.5, batch_size=8, images=8)
+    _, accuracy = ensure_negfull(backbone, "tiny", data, config, tmp_path, progress=False)
+    checkpoint = next((tmp_path / "negfull").glob("*.pt"))
+    checkpoint.write_bytes(checkpoint.read_bytes()[:1000])
+    with pytest.warns(UserWarning, match="NegFull checkpoint .* is not whole .*fine-tuning it again"):
+        _, again = ensure_negfull(backbone, "tiny", data, config, tmp_path, progress=False)
+    assert again == accuracy
