@@ -404,3 +404,14 @@ def test_a_damaged_negfull_checkpoint_is_fine_tuned_again(trained_setup, tmp_pat
     with pytest.warns(UserWarning, match="NegFull checkpoint .* is not whole .*fine-tuning it again"):
         _, again = ensure_negfull(backbone, "tiny", data, config, tmp_path, progress=False)
     assert again == accuracy
+
+
+def test_negfull_fine_tuned_from_a_quickgelu_model_reloads_with_quickgelu(trained_setup, tmp_path):
+    from negutils.methods.negfull import NegFullConfig, ensure_negfull
+    from negutils.models import load_backbone
+
+    _, _, data, _ = trained_setup
+    base = load_backbone("negbook-tiny", quick_gelu=True)      # as OpenAI's ViT-B-32 runs
+    tuned, _ = ensure_negfull(base, "tiny-qg", data, NegFullConfig(alpha=0.5, batch_size=8, images=8), tmp_path,
+                              progress=False)
+    assert tuned.report.quick_gelu

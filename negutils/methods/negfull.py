@@ -143,7 +143,7 @@ def ensure_negfull(backbone: Backbone, base_key: str, data: NegationData, config
             warnings.warn(f"NegFull checkpoint {path} is not whole ({problems[0]}); fine-tuning it again")
         tuned, history = finetune_negfull(backbone, data, config, progress)
         accuracy = held_out_accuracy(tuned, data)
-        save_checkpoint(tuned.model, path, backbone.model_name,
+        save_checkpoint(tuned.model, path, backbone.model_name, quick_gelu=backbone.report.quick_gelu,
                         extra={"negfull_config": asdict(config), "final_loss": float(history["loss"].iloc[-1]),
                                "held_out_mcq_accuracy": accuracy})
         atomic_write_json(record_path(path), file_record(path))
