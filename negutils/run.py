@@ -124,7 +124,31 @@ def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = N
             f"{err.ename}: {err.evalue}\n  the partly executed copy is {output}") from err
     finally:
         unexecuted.unlink(missing_ok=True)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    hide_injected_parameters(output)
+    return seconds
+
+
+INJECTED_TAG = "injected-parameters"    # papermill's tag on the cell it adds after ``parameters``
+HIDDEN_TAG = "remove-cell"              # myst-nb renders neither the input nor the output of such a cell
+
+
+def hide_injected_parameters(notebook_path: Path) -> None:
+    """Tag papermill's injected-parameters cell so the book does not render it: the page would show
+    the setting twice, once in the chapter's own ``parameters`` cell and once as papermill's
+    ``# Parameters`` block. The executed notebook keeps the cell (it records what the run was given);
+    the chapter's findings box names the profile the chapter ran."""
+    import nbformat
+
+    notebook = nbformat.read(notebook_path, as_version=4)
+    changed = False
+    for cell in notebook.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if INJECTED_TAG in tags and HIDDEN_TAG not in tags:
+            tags.append(HIDDEN_TAG)
+            changed = True
+    if changed:
+        atomic_save(notebook_path, lambda p: nbformat.write(notebook, p))
 
 
 def build_book(stage: Path, book_out: Path) -> Path:

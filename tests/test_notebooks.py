@@ -99,6 +99,9 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
         images = len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", html))
         captions = html.count("<figcaption")
         assert captions >= images, f"{page.name}: {images} figures, {captions} captions"
+        # papermill's injected cell (tag and "# Parameters" comment) is in the notebook, not on the page
+        assert runner.INJECTED_TAG not in html and "# Parameters" not in unescape(re.sub(r"<[^>]+>", "", html)), \
+            f"{page.name} renders papermill's injected-parameters cell"
 
 
 @pytest.mark.notebooks
@@ -207,6 +210,27 @@ def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
         runner.execute_notebook(source, tmp_path / "out.ipynb", {"profile": "smoke"}, cwd=tmp_path)
 
 
+def test_the_injected_parameters_cell_is_kept_but_hidden_from_the_book(tmp_path):
+    """papermill's ``# Parameters`` cell stays in the executed notebook (it records what the run was
+    given) and carries ``remove-cell``, so the page does not show the setting twice."""
+    import nbformat
+
+    source = tmp_path / "97_tiny.md"
+    source.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n"
+                      "  name: python3\n  display_name: Python 3\n---\n\n# Tiny\n\n"
+                      "```{code-cell} ipython3\n:tags: [parameters]\n\nprofile = 'cpu'\n```\n\n"
+                      "```{code-cell} ipython3\nprint(profile)\n```\n")
+    out = tmp_path / "out.ipynb"
+    runner.execute_notebook(source, out, {"profile": "smoke"}, cwd=tmp_path, progress=False)
+    cells = nbformat.read(out, as_version=4).cells
+    injected = [c for c in cells if runner.INJECTED_TAG in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and "profile = \"smoke\"" in injected[0].source
+    assert runner.HIDDEN_TAG in injected[0].metadata["tags"]
+    shown = [c for c in cells if runner.HIDDEN_TAG not in c.metadata.get("tags", [])]
+    assert [c.metadata.get("tags", []) for c in shown if c.cell_type == "code"] == [["parameters"], []]
+    assert shown[-1].outputs[0]["text"] == "smoke\n"      # the injected value, not the default, was used
+
+
 def test_unknown_notebook_is_rejected():
     with pytest.raises(ValueError, match="no notebook named"):
         runner.notebook_sources(["42_missing"])
@@ -225,6 +249,21 @@ def test_a_notebook_without_a_parameters_cell_is_refused(tmp_path):
                       "```{code-cell} ipython3\nprofile = 'cpu'\n```\n")
     with pytest.raises(runner.NotebookFailed, match=r"98_no_parameters\.md has no code cell tagged 'parameters'"):
         runner.execute_notebook(source, tmp_path / "out.ipynb", {"profile": "smoke"}, cwd=tmp_path)
+
+
+MAX_CODE_LINE = 100     # what the book's code box shows on a wide screen (book/_static/negbook.css)
+
+
+def test_notebook_code_lines_fit_the_book_code_box():
+    """A longer line wraps in the book (or runs out of the box where CSS cannot reach): readers of
+    the built book see every code line whole."""
+    long = []
+    for source in runner.notebook_sources():
+        for number, cell in enumerate(runner.read_notebook(source).cells):
+            if cell.cell_type == "code":
+                long += [f"{source.name} cell {number}: {len(line)} characters: {line[:60]}..."
+                         for line in cell.source.splitlines() if len(line) > MAX_CODE_LINE]
+    assert not long, "\n".join(long)
 
 
 def test_every_chapter_has_exactly_one_parameters_cell_of_literals():
