@@ -24,7 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 from .config import REPO_ROOT, get_profile
-from .core.cache import atomic_save
+from .core.cache import atomic_save, atomic_write_text
+from .report.findings import HEADLINE_FILE, book_headline
 from .report.performance import BENCH_RESULTS
 from .session import dry_run_inputs
 
@@ -281,6 +282,8 @@ def _execute(prof, only, params: dict, stage: Path, book_out: Path | None, build
         # after every notebook, so a later chapter (the performance appendix) sees this run's times
         _record_times(times_csv, times, keep_others=bool(only))
     out = {"stage": stage, "times": times}
+    # the intro page's headline, from every chapter's results this profile has (an --only run included)
+    atomic_write_text(stage / HEADLINE_FILE, book_headline(artifacts / "results", profile))
     if build:
         book_out = Path(book_out) if book_out else (BOOK_DIR if profile == "cpu" else artifacts / "book")
         out["index"] = build_book(stage, book_out)

@@ -104,6 +104,44 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
             f"{page.name} renders papermill's injected-parameters cell"
 
 
+def _findings_box(html: str) -> str | None:
+    """The text of the page's Findings admonition, code spans (profile and model names) left out."""
+    box = re.search(r'<div class="[^"]*\bfindings\b[^"]*">(.*?)</div>', html, re.S)
+    if not box:
+        return None
+    return unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<code.*?</code>", " ", box.group(1), flags=re.S)))
+
+
+@pytest.mark.notebooks
+def test_every_chapter_opens_with_findings_whose_numbers_are_all_in_its_results(smoke_book):
+    from negutils.report import findings as fd
+
+    _, out = smoke_book
+    results_dir = get_profile("smoke").artifacts_dir() / "results"
+    for source in runner.notebook_sources():
+        html = (out / "_build" / "html" / "chapters" / f"{source.stem}.html").read_text()
+        text = _findings_box(html)
+        assert text, f"{source.stem} has no findings box"
+        # the box is the first thing under the chapter's title
+        assert re.search(r"</h1>\s*<div class=\"[^\"]*\bfindings\b", html), source.stem
+        assert "Smoke run" in text, source.stem
+        lines = re.findall(r"<li>", re.search(r'\bfindings\b.*?</div>', html, re.S).group(0))
+        assert 3 <= len(lines) <= 6, (source.stem, len(lines))
+        results = fd.chapter_results(results_dir, fd.chapter_of(source.stem))
+        assert fd.numbers_not_in_results(text, results) == [], (source.stem, text)
+    intro = (out / "_build" / "html" / "intro.html").read_text()
+    assert "The headline of this build" in intro and 'href="chapters/06_benchmark_tables.html"' in intro
+    assert 'href="chapters/07_negation_rate.html"' in intro
+    by_paper = fd.verdicts_by_paper(results_dir)
+    assert by_paper["claims"].sum() >= 20
+    rows = {unescape(cells[0]): cells[1:] for cells in (re.findall(r"<td[^>]*>\s*(?:<p>)?(.*?)(?:</p>)?\s*</td>", row)
+                                              for row in re.findall(r"<tr[^>]*>(.*?)</tr>", intro, re.S)) if cells}
+    for _, r in by_paper.iterrows():
+        assert rows[r["paper"]] == [str(r["claims"])] + [str(r[v]) for v in fd.VERDICTS], r["paper"]
+    leaders = smoke_results("06_leaders")
+    assert all(b in rows for b in leaders["benchmark"]), sorted(rows)
+
+
 @pytest.mark.notebooks
 def test_notebook_results_are_csv(smoke_book):
     retrieval = smoke_results("00_zero_shot_retrieval")
@@ -376,6 +414,16 @@ def test_every_page_of_the_book_loads_in_a_real_browser(smoke_book):
             problems += [f"{path.name}: script error {e}" for e in errors]
             problems += [f"{path.name}: image {src} does not decode" for src in broken]
             problems += [f"{path.name}: {p}" for p in _internal_link_problems(links, html_root)]
+            # code fits its box: no visible code line runs past the right edge (inputs or printed outputs)
+            cut = page.evaluate("Array.from(document.querySelectorAll('div.cell_input pre, div.cell_output pre'))"
+                                ".filter(p => p.offsetParent !== null && p.scrollWidth > p.clientWidth + 1)"
+                                ".map(p => p.innerText.split('\\n')[0].slice(0, 60))")
+            problems += [f"{path.name}: code cut at the right edge: {c!r}" for c in cut]
+            if path.parent.name == "chapters":
+                findings = page.evaluate("(() => { const b = document.querySelector('div.findings');"
+                                         " return b && b.offsetParent !== null ? b.innerText : ''; })()")
+                if "Findings" not in findings:
+                    problems.append(f"{path.name}: no visible findings box")
             if path.stem == "06_benchmark_tables":
                 shot = get_profile("smoke").artifacts_dir() / "screenshots" / "06_benchmark_tables.png"
                 shot.parent.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,12 @@ from .dilution import dilution_summary, text_coefficients
 from .ktn_theory import (lemma1_check, lemma1_summary, pick_showcase_gallery, pool_weight_sweep,
                          score_separation, top_k_scores)
 from .recognition import ORGANISM_TARGETS, object_recognition, organism_targets
+# the organism's retrieval check, which chapter 00 reads beside its recognition checks, lives with
+# pretraining (which evaluates with it)
+from ..models.pretrain import backbone_retrieval_recall
 
-__all__ = ["ConceptBank", "KTN_TEMPLATES", "LcdAnalysis", "against_untrained", "bootstrap_layer_means",
+__all__ = ["ConceptBank", "KTN_TEMPLATES", "LcdAnalysis", "against_untrained", "backbone_retrieval_recall",
+           "bootstrap_layer_means",
            "ORGANISM_TARGETS", "build_diagnostic_set", "concept_embeddings", "curve_shape", "dilution_summary",
            "divergence_per_item", "lcd_analysis", "lemma1_check", "lemma1_summary", "lcd_by_structure",
            "load_layer_choice", "negation_cosines", "object_recognition", "organism_targets",

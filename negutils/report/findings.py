@@ -1,0 +1,353 @@
+"""Each chapter's Findings box and the book's headline, read from the results the chapters wrote.
+
+A chapter's last cell calls ``show_findings``: it reads the chapter's own results CSVs (the same
+records chapter 06 and the verdict tables use), writes three to six sentences, each linked to the
+section that shows its evidence, and glues them (myst-nb ``glue``) under the key ``findings``; the
+chapter's first cell pastes that key, so the box opens the chapter although it is computed last.
+
+No number in a box is typed: every one is printed from a results cell. ``numbers_not_in_results``
+is the check, and a box that fails it is refused before it is shown: each number must be a
+numeric cell of one of the chapter's results files (as written, or a fraction printed as a
+percentage, at the printed precision), a number inside a text cell exactly as written there, the
+count of one of a column's values, or a file's row count.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .verdicts import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
+
+GLUE_KEY = "findings"       # what the chapters' first cell pastes with {glue:md}
+MAX_CLAIMS_SHOWN = 2        # per kind (held, not held): the box stays within six lines
+
+Reader = Callable[[str], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sentence of a box (MyST, numbers already printed) and the section label it links to."""
+    text: str
+    section: str
+
+
+class FindingsError(ValueError):
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a chapter's results
+
+def chapter_of(notebook: str) -> str:
+    """The two-digit prefix that names a chapter's results files ("03" for "03_peakpatch")."""
+    prefix = notebook.split("_", 1)[0]
+    if not (len(prefix) == 2 and prefix.isdigit()):
+        raise FindingsError(f"{notebook!r} is not a chapter name such as '03_peakpatch'")
+    return prefix
+
+
+def chapter_results(results_dir: Path, chapter: str) -> dict[str, pd.DataFrame]:
+    """{name: table} of every ``<chapter>_*.csv`` in ``results_dir`` (the notebook timings the
+    runner writes beside them are not the chapter's results)."""
+    return {p.stem: pd.read_csv(p) for p in sorted(Path(results_dir).glob(f"{chapter}_*.csv"))}
+
+
+def _reader(results: Mapping[str, pd.DataFrame], chapter: str) -> Reader:
+    def read(name: str) -> pd.DataFrame:
+        if name not in results:
+            raise FindingsError(f"chapter {chapter}'s findings need its results table {name!r}, which this run "
+                                f"did not write (have {sorted(results)})")
+        return results[name]
+    return read
+
+
+# --------------------------------------------------------------------------------------------
+# The check: every number printed is in the results
+
+_NUMBER = re.compile(r"\d+(?:,\d{3})+(?!\d)|\d+(?:\.\d+)?")
+
+
+def printed_numbers(text: str) -> list[str]:
+    """The numbers in ``text`` as printed ("10,000" is one number; signs and units are not kept)."""
+    return [m.group(0).replace(",", "") for m in _NUMBER.finditer(text)]
+
+
+def admissible_numbers(results: Mapping[str, pd.DataFrame], max_decimals: int = 4) -> set[str]:
+    """Every way a number of ``results`` may be printed: each numeric cell as is and times 100 (a
+    fraction as a percentage) at 0 to ``max_decimals`` decimals; each number inside a text cell or
+    a column name exactly as it is written there (it was printed once already); the count of each
+    value of each column; each table's row count."""
+    values: list[float] = []
+    shown: set[str] = set()
+    for frame in results.values():
+        shown.add(str(len(frame)))
+        for column in frame.columns:
+            shown.update(printed_numbers(str(column)))
+            series = frame[column]
+            shown.update(str(n) for n in series.value_counts(dropna=True).to_numpy())
+            numeric = pd.to_numeric(series, errors="coerce")
+            values += numeric[np.isfinite(numeric)].astype(float).tolist()
+            for text in series[numeric.isna() & series.notna()].astype(str):
+                shown.update(printed_numbers(text))
+    for v in set(np.abs(np.asarray(values, dtype=float)).tolist()):
+        for decimals in range(max_decimals + 1):      # formatted as the boxes format them, not re-rounded
+            shown.add(f"{v:.{decimals}f}")
+            shown.add(f"{100 * v:.{decimals}f}")
+    return shown
+
+
+def numbers_not_in_results(text: str, results: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The numbers printed in ``text`` that no cell, value count or row count of ``results`` gives."""
+    shown = admissible_numbers(results)
+    return [t for t in printed_numbers(text) if t not in shown]
+
+
+# --------------------------------------------------------------------------------------------
+# The chapters' findings
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.1f}%"
+
+
+_MARKUP = re.compile(r"([\\`*_$\[\]<>{}|])")
+
+
+def _plain(text) -> str:
+    """A results cell as literal text in MyST: markup characters ("*", "_", "$", braces...) escaped,
+    so a claim such as "beta_c-(q)" or a bracketed interval prints as written."""
+    return _MARKUP.sub(r"\\\1", str(text))
+
+
+def _world(read: Reader) -> list[Finding]:
+    retrieval = read("00_zero_shot_retrieval")
+    val = retrieval[retrieval["split"] == "val"]
+    trained, untrained = val[val["pretrained"] != "untrained"].iloc[0], val[val["pretrained"] == "untrained"].iloc[0]
+    recognition = read("00_object_recognition")
+    seen = recognition[recognition["pretrained"] != "untrained"].iloc[0]
+    targets = read("00_organism_targets")
+    met = int(targets["met"].fillna(False).astype(bool).sum())
+    cosines = read("00_negation_cosines")
+    negated = cosines[cosines["pair"] == "a X vs no X"]["cosine"]
+    other = cosines[cosines["pair"] == "a X vs a Y"]["cosine"]
+    lines = [
+        Finding(f"Pretraining works: an affirmative caption finds its image in the top 5 of {trained['gallery']:.0f} "
+                f"for {_pct(trained['t2i_R@5'])} of `val` (untrained {_pct(untrained['t2i_R@5'])}, chance "
+                f"{_pct(trained['chance_R@5'])}).", "ch00-zero-shot"),
+        Finding(f"It sees the objects: mean detection AUC {seen['mean detection AUC']:.3f}, zero-shot accuracy "
+                f"{_pct(seen['zero-shot accuracy'])} on one-object images against chance "
+                f"{_pct(seen['chance accuracy'])}; {met} of {len(targets)} of the targets set for a CLIP stand-in "
+                "are met.", "ch00-like-clip"),
+    ]
+    if len(negated) and len(other):
+        lines.append(Finding(
+            f"It is blind to negation: \"a photo of a X\" and \"a photo of no X\" have cosines between "
+            f"{negated.min():.3f} and {negated.max():.3f} across {len(negated)} categories, while two different "
+            f"categories reach at most {other.max():.3f}.", "ch00-first-look"))
+    return lines
+
+
+def _data(read: Reader) -> list[Finding]:
+    sizes = read("01_benchmark_sizes").set_index("benchmark")
+    vanilla = read("01_vanilla")
+    val = vanilla[(vanilla["split"] == "val") & (vanilla["pretrained"] != "untrained")].set_index("task")
+    papers = read("01_vanilla_vs_papers")
+    mcq_paper = papers[(papers["metric"] == "accuracy") & papers["benchmark"].str.startswith("negbench_mcq")]
+    lines = [
+        Finding(f"Built from the world's ground truth: {sizes.loc['mcq', 'val']:.0f} MCQ-Neg questions on `val` and "
+                f"{sizes.loc['mcq', 'ood']:.0f} on `ood`, {sizes.loc['retrieval_negated', 'val']:.0f} negated "
+                f"retrieval queries, {sizes.loc['confusion_2c', 'val']:.0f} COCO-Confusion 2C galleries and "
+                f"{sizes.loc['factor', 'val']:.0f} FACTOR samples.", "ch01-built"),
+        Finding(f"The vanilla organism answers {_pct(val.loc['mcq', 'accuracy'])} of MCQ-Neg on `val`: "
+                f"{_pct(val.loc['mcq', 'positive_accuracy'])} of affirmative-answer questions but "
+                f"{_pct(val.loc['mcq', 'negative_accuracy'])} of negated ones.", "ch01-vanilla"),
+        Finding(f"Negated retrieval R@5 is {_pct(val.loc['retrieval_negated', 'R@5'])} against "
+                f"{_pct(val.loc['retrieval', 'R@5'])} for affirmative queries.", "ch01-vanilla"),
+    ]
+    if len(mcq_paper):
+        row = mcq_paper.iloc[0]
+        lines.append(Finding(f"On NegBench MCQ the papers' CLIP scores {row['paper value']:.1f}% ({row['paper']} "
+                             f"{row['table']}), the organism {row['organism']:.1f}%.", "ch01-beside-papers"))
+    return lines
+
+
+def _verdicts(read: Reader, chapter: str) -> list[Finding]:
+    verdicts = read(f"{chapter}_verdicts")
+    counts = verdicts["verdict"].value_counts()
+    tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0))
+    lines = [Finding(f"Of the {len(verdicts)} claims tested on this backbone: {tally}.", f"ch{chapter}-verdicts")]
+    held = verdicts[verdicts["verdict"] == REPRODUCED].head(MAX_CLAIMS_SHOWN)
+    order = {NOT_REPRODUCED: 0, PARTLY: 1, NOT_MEASURED: 2}
+    failed = verdicts[verdicts["verdict"].isin(order)]
+    failed = failed.iloc[np.argsort(failed["verdict"].map(order).to_numpy(), kind="stable")].head(MAX_CLAIMS_SHOWN)
+    for _, claim in pd.concat([held, failed]).iterrows():
+        section = claim.get("section")
+        if not isinstance(section, str) or not section:
+            section = f"ch{chapter}-verdicts"
+        lines.append(Finding(f"*{claim['verdict'].capitalize()}:* {_plain(claim['claim'])} (ours: "
+                             f"{_plain(claim['ours'])}; paper: {_plain(claim['paper'])}).", section))
+    return lines
+
+
+def _tables(read: Reader) -> list[Finding]:
+    leads = read("06_leaders")
+    settled = leads[leads["settled"].fillna(False).astype(bool)]
+    lines = [Finding(f"{len(settled)} of {len(leads)} benchmarks have a settled leader (the paired bootstrap "
+                     "interval of its lead over the runner-up excludes 0).", "ch06-leaders")]
+    for _, r in settled.head(MAX_CLAIMS_SHOWN + 1).iterrows():
+        lines.append(Finding(f"{_plain(r['benchmark'])}: {_plain(r['best'])} leads at {r['value']:g} "
+                             f"{_plain(r['interval'])}, {r['lead']:g} {_plain(r['lead interval'])} ahead of "
+                             f"{_plain(r['runner-up'])}.", "ch06-leaders"))
+    unified = read("06_unified")
+    mcq = unified[unified["benchmark"] == "MCQ val"].set_index("method")["value"]
+    if "vanilla" in mcq.index and len(mcq) > 1:
+        best = mcq.drop("vanilla")
+        lines.append(Finding(f"On MCQ val the best method is {_plain(best.idxmax())} at {best.max():.1f}%, against "
+                             f"vanilla's {mcq['vanilla']:.1f}%.", "ch06-unified"))
+    return lines
+
+
+def _performance(read: Reader) -> list[Finding]:
+    ratios = read("90_ratios")
+    lines = []
+    times = read("90_notebook_times")
+    if len(times):
+        slowest = times.loc[times["seconds"].idxmax()]
+        lines.append(Finding(f"The slowest chapter of the recorded run ({slowest['profile']} profile) is "
+                             f"`{slowest['notebook']}` at {slowest['seconds']:.0f} s.", "ch90-times"))
+    for area, section in (("training", "ch90-training"), ("feature cache", "ch90-feature-cache")):
+        rows = ratios[ratios["area"] == area]
+        if len(rows):
+            first = rows.iloc[0]
+            lines.append(Finding(f"{area.capitalize()}: {_plain(first['measure'])}, ratio {first['ratio']:.3g} "
+                                 f"({_plain(first['ratio of'])}).", section))
+    latency = ratios[ratios["area"] == "query latency"]
+    if len(latency):
+        # the largest gallery measured, the costliest run of each training-free method on it
+        sizes = latency["measure"].str.extract(r"([\d,]+) images")[0].str.replace(",", "").astype(int)
+        largest = latency[sizes == sizes.max()]
+        worst = largest.groupby(largest["measure"].str.split(" vs ").str[0])["ratio"].max()
+        costs = ", ".join(f"{method} {ratio:.2f}" for method, ratio in worst.items())
+        lines.append(Finding(f"At {sizes.max():,} images a training-free query costs at most (times holistic "
+                             f"cosine scoring): {costs}.", "ch90-latency"))
+    return lines
+
+
+CHAPTER_FINDINGS: dict[str, Callable[[Reader], list[Finding]]] = {
+    "00": _world, "01": _data,
+    "02": lambda read: _verdicts(read, "02"), "03": lambda read: _verdicts(read, "03"),
+    "04": lambda read: _verdicts(read, "04"), "05": lambda read: _verdicts(read, "05"),
+    "06": _tables, "07": lambda read: _verdicts(read, "07"), "90": _performance,
+}
+
+
+def chapter_findings(notebook: str, results: Mapping[str, pd.DataFrame]) -> list[Finding]:
+    """The sentences of ``notebook``'s box, read from ``results`` (``chapter_results``)."""
+    chapter = chapter_of(notebook)
+    if chapter not in CHAPTER_FINDINGS:
+        raise FindingsError(f"no findings are defined for chapter {notebook!r} (known: {sorted(CHAPTER_FINDINGS)})")
+    return CHAPTER_FINDINGS[chapter](_reader(results, chapter))
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+
+SMOKE_NOTE = ("*Smoke run:* every size is cut so that each cell runs in seconds; these numbers test the code "
+              "path, not the papers' claims.")
+
+
+def findings_markdown(findings: list[Finding], profile: str, smoke: bool = False, myst: bool = True) -> str:
+    """The box: a MyST ``admonition`` whose lines link to their sections (``myst``), or plain
+    Markdown for a notebook front end that does not know MyST roles."""
+    def link(f: Finding) -> str:
+        return f" ({{ref}}`details <{f.section}>`)" if myst else ""
+    items = [f"- {f.text}{link(f)}" for f in findings]
+    items.append(f"- {SMOKE_NOTE}" if smoke else f"- *Run:* profile `{profile}`; every number above is read "
+                 "from this run's results files.")
+    if not myst:
+        return "**Findings**\n\n" + "\n".join(items)
+    return "```{admonition} Findings\n:class: tip findings\n\n" + "\n".join(items) + "\n```"
+
+
+def checked_findings(notebook: str, results: Mapping[str, pd.DataFrame]) -> list[Finding]:
+    """``chapter_findings`` after the check that each number printed is in ``results``."""
+    findings = chapter_findings(notebook, results)
+    if not 2 <= len(findings) <= 5:
+        raise FindingsError(f"chapter {notebook}'s findings have {len(findings)} lines; a box holds 2 to 5 "
+                            "(and the run line)")
+    stray = numbers_not_in_results(" ".join(f.text for f in findings), results)
+    if stray:
+        raise FindingsError(f"chapter {notebook}'s findings print numbers that are in none of its results "
+                            f"files: {stray}")
+    return findings
+
+
+def show_findings(notebook: str, profile) -> list[Finding]:
+    """The chapter's last cell: glue its box for the first cell to paste, and show it here too (in
+    JupyterLab, where the pasted box is not rendered). ``profile`` is the run's ``Profile``."""
+    from IPython.display import Markdown, display
+    from myst_nb import glue
+
+    results = chapter_results(profile.artifacts_dir() / "results", chapter_of(notebook))
+    findings = checked_findings(notebook, results)
+    smoke = profile.name == "smoke"
+    glue(GLUE_KEY, Markdown(findings_markdown(findings, profile.name, smoke)), display=False)
+    display(Markdown(findings_markdown(findings, profile.name, smoke, myst=False)))
+    return findings
+
+
+# --------------------------------------------------------------------------------------------
+# The book's headline, on the intro page
+
+PAPERS = ("NegBench", "PeakPatch", "KTN", "LCSE")
+VERDICT_CHAPTERS = ("02", "03", "04", "05", "07")
+HEADLINE_FILE = "_headline.md"      # in the staged book; the intro page includes it
+
+
+def verdicts_by_paper(results_dir: Path) -> pd.DataFrame:
+    """Verdict counts per paper over every chapter's verdict table: a claim counts for each of the
+    four papers its ``source`` names (a claim citing NegBench and PeakPatch counts for both)."""
+    tables = [pd.read_csv(p) for c in VERDICT_CHAPTERS for p in sorted(Path(results_dir).glob(f"{c}_verdicts.csv"))]
+    rows = []
+    for paper in PAPERS:
+        claims = pd.concat(tables)[lambda v: v["source"].str.contains(paper, regex=False)] if tables else None
+        counts = claims["verdict"].value_counts() if claims is not None else pd.Series(dtype=int)
+        rows.append({"paper": paper, "claims": int(counts.sum()), **{v: int(counts.get(v, 0)) for v in VERDICTS}})
+    return pd.DataFrame(rows)
+
+
+def book_headline(results_dir: Path, profile: str) -> str:
+    """The intro page's headline as MyST: who leads each benchmark of the unified table (chapter 06)
+    and the verdict counts per paper, from the results in ``results_dir``; says what is missing
+    when the chapters that write them have not run."""
+    results_dir = Path(results_dir)
+    leaders_csv = results_dir / "06_leaders.csv"
+    verdict_files = [c for c in VERDICT_CHAPTERS if (results_dir / f"{c}_verdicts.csv").exists()]
+    if not leaders_csv.exists() or not verdict_files:
+        return ("The headline (who leads each benchmark, and how many of each paper's claims hold) is computed "
+                "from chapters 02 to 07's results, which this build does not have yet: run `make book`.")
+    leads = pd.read_csv(leaders_csv)
+    lines = [f"**The headline of this build** (profile `{profile}`; every number is read from the chapters' "
+             "results).", "",
+             "Who leads each benchmark of the unified method x benchmark table "
+             "({doc}`chapter 06 <chapters/06_benchmark_tables>`), with its 95% bootstrap interval; a lead is "
+             "*settled* when the paired interval of its margin over the runner-up excludes 0:", "",
+             "| benchmark | leader | value | interval | runner-up | settled |", "| --- | --- | --- | --- | --- | --- |"]
+    for _, r in leads.iterrows():
+        settled = "yes" if bool(r["settled"]) else "no"
+        lines.append(f"| {_plain(r['benchmark'])} | {_plain(r['best'])} | {r['value']:g} | {_plain(r['interval'])} "
+                     f"| {_plain(r['runner-up'])} | {settled} |")
+    by_paper = verdicts_by_paper(results_dir)
+    lines += ["", "How many of each paper's claims hold on this backbone (chapters 02 to 05, and chapter 07's test "
+              "of their shared causal claim, {doc}`the negation rate <chapters/07_negation_rate>`):", "",
+              "| paper | claims | " + " | ".join(VERDICTS) + " |", "| --- | --- |" + " --- |" * len(VERDICTS)]
+    for _, r in by_paper.iterrows():
+        lines.append(f"| {r['paper']} | {r['claims']} | " + " | ".join(str(r[v]) for v in VERDICTS) + " |")
+    missing = sorted(set(VERDICT_CHAPTERS) - set(verdict_files))
+    if missing:
+        lines += ["", f"Chapters {', '.join(missing)} have not run in this build, so their claims are not counted."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,119 @@
+"""The chapters' Findings boxes and the intro's headline: every number read from the results, every
+claim linked to the section that shows it, refused when a number is not in the results."""
+import re
+
+import pandas as pd
+import pytest
+
+from negutils import run as runner
+from negutils.experiments.negation_rate import RATE_CLAIMS
+from negutils.report import findings as fd
+from negutils.report.verdicts import COLLAPSE_CLAIMS, KTN_CLAIMS, LCSE_CLAIMS, PEAKPATCH_CLAIMS
+
+
+def verdict_table(rows):
+    return pd.DataFrame(rows, columns=["claim", "source", "paper", "ours", "rule", "verdict", "section"])
+
+
+VERDICTS_03 = verdict_table([
+    ("NegFull raises MCQ", "NegBench Table 1; PeakPatch Table 1", "39.2 -> 54.2", "36.9 -> 43.1", "r", "reproduced",
+     "ch03-mcq"),
+    ("Joint beats single modules", "PeakPatch Table 5", "74.3 vs 51.2", "55.4 vs 41.4", "r", "reproduced", None),
+    ("Keeps retrieval with beta_c-*", "PeakPatch sec. 3.3", "small", "R@5 61.5 -> 25.3", "r", "not reproduced",
+     "ch03-retrieval"),
+    ("Neg template rises", "PeakPatch Table 1", "6.6 -> 33.2", "0.9 -> 0.5", "r", "partly", "ch03-mcq"),
+    ("Tracks the peak", "PeakPatch sec. 3.2", "n/a", "missing: rho", "r", "not measured", "ch03-mcq"),
+])
+
+
+def test_a_number_is_in_the_results_only_as_a_cell_a_percentage_a_count_or_a_row_count():
+    results = {"03_results": pd.DataFrame({"accuracy": [0.3685, 0.5536]}), "03_verdicts": VERDICTS_03}
+    assert fd.numbers_not_in_results("36.9% and 55.4%, raw 0.3685", results) == []      # fractions as percentages
+    assert fd.numbers_not_in_results("ours 36.9 -> 43.1, paper 74.3", results) == []    # numbers inside text cells
+    assert fd.numbers_not_in_results("2 of 5 claims reproduced", results) == []        # a value count, a row count
+    assert fd.numbers_not_in_results("R@5 61.5; 10,000 images", results) == ["10000"]
+    # a typed number, a wrong rounding and a number no cell gives are all caught
+    assert fd.numbers_not_in_results("40.0% and 36.8% and 7 claims", results) == ["40.0", "36.8", "7"]
+
+
+def test_a_verdict_chapters_box_counts_its_verdicts_and_links_each_claim_to_its_section():
+    findings = fd.chapter_findings("03_peakpatch", {"03_verdicts": VERDICTS_03})
+    assert findings[0].text == ("Of the 5 claims tested on this backbone: 2 reproduced, 1 partly, 1 not reproduced, "
+                                "1 not measured.")
+    assert findings[0].section == "ch03-verdicts"
+    shown = [(f.text.split(":*")[0], f.section) for f in findings[1:]]
+    # two that hold, then the failures, not-reproduced before partly; a claim without a section links
+    # to the verdict table
+    assert shown == [("*Reproduced", "ch03-mcq"), ("*Reproduced", "ch03-verdicts"),
+                     ("*Not reproduced", "ch03-retrieval"), ("*Partly", "ch03-mcq")]
+    assert r"beta\_c-\*" in findings[3].text          # markup in a claim is printed, not interpreted
+    box = fd.findings_markdown(findings, "cpu")
+    assert box.startswith("```{admonition} Findings") and box.count("{ref}`details <") == len(findings)
+    assert "profile `cpu`" in box and "Smoke run" not in box
+    smoke = fd.findings_markdown(findings, "smoke", smoke=True)
+    assert "Smoke run" in smoke and "not the papers' claims" in smoke
+    plain = fd.findings_markdown(findings, "cpu", myst=False)
+    assert plain.startswith("**Findings**") and "{ref}" not in plain
+
+
+def test_a_box_with_a_number_that_is_not_in_the_results_is_refused(monkeypatch):
+    typed = [fd.Finding("The vanilla model scores 39.2% on MCQ.", "ch01-vanilla"),
+             fd.Finding("The organism scores 36.9%.", "ch01-vanilla")]
+    monkeypatch.setitem(fd.CHAPTER_FINDINGS, "01", lambda read: typed)
+    results = {"01_vanilla": pd.DataFrame({"accuracy": [0.3685]})}
+    with pytest.raises(fd.FindingsError, match=r"print numbers that are in none of its results files: \['39.2'\]"):
+        fd.checked_findings("01_data_construction", results)
+    assert fd.checked_findings("01_data_construction", {**results, "01_papers": pd.DataFrame({"v": [39.2]})}) == typed
+
+
+def test_a_chapter_whose_results_table_is_missing_is_named():
+    with pytest.raises(fd.FindingsError, match=r"chapter 06's findings need its results table '06_leaders'"):
+        fd.chapter_findings("06_benchmark_tables", {"06_unified": pd.DataFrame()})
+    with pytest.raises(fd.FindingsError, match="not a chapter name"):
+        fd.chapter_findings("peakpatch", {})
+
+
+def test_the_headline_tables_leaders_and_counts_verdicts_per_paper_named_in_their_source(tmp_path):
+    assert "run `make book`" in fd.book_headline(tmp_path, "cpu")          # nothing run yet: said, not invented
+    pd.DataFrame([{"benchmark": "MCQ val", "best": "LCSE", "value": 82.1, "interval": "[80.3, 83.8]",
+                   "runner-up": "EC", "settled": False},
+                  {"benchmark": "R-Neg@5", "best": "KTN", "value": 56.3, "interval": "[54.4, 58.5]",
+                   "runner-up": "LCSE", "settled": True}]).to_csv(tmp_path / "06_leaders.csv", index=False)
+    VERDICTS_03.to_csv(tmp_path / "03_verdicts.csv", index=False)
+    verdict_table([("LCSE helps", "LCSE Table 2", "1", "2", "r", "reproduced", None)]).to_csv(
+        tmp_path / "05_verdicts.csv", index=False)
+    counts = fd.verdicts_by_paper(tmp_path).set_index("paper")
+    assert counts.loc["PeakPatch", "claims"] == 5 and counts.loc["PeakPatch", "reproduced"] == 2
+    assert counts.loc["NegBench", "claims"] == 1 and counts.loc["LCSE", "reproduced"] == 1
+    assert counts.loc["KTN", "claims"] == 0
+    headline = fd.book_headline(tmp_path, "cpu")
+    assert "| MCQ val | LCSE | 82.1 | \\[80.3, 83.8\\] | EC | no |" in headline
+    assert "| R-Neg@5 | KTN | 56.3 | \\[54.4, 58.5\\] | LCSE | yes |" in headline
+    assert "| PeakPatch | 5 | 2 | 1 | 1 | 1 |" in headline
+    assert "chapters/06_benchmark_tables" in headline and "chapters/07_negation_rate" in headline
+    assert "Chapters 02, 04, 07 have not run" in headline
+
+
+def _labels(notebook: str) -> set[str]:
+    return set(re.findall(r"^\(([\w-]+)\)=$", (runner.NOTEBOOK_DIR / f"{notebook}.md").read_text(), re.M))
+
+
+def test_every_claim_links_to_a_section_its_chapter_defines():
+    chapters = {"02": COLLAPSE_CLAIMS, "03": PEAKPATCH_CLAIMS, "04": KTN_CLAIMS, "05": LCSE_CLAIMS, "07": RATE_CLAIMS}
+    notebooks = {s.stem[:2]: s.stem for s in runner.notebook_sources()}
+    for chapter, claims in chapters.items():
+        labels = _labels(notebooks[chapter])
+        assert f"ch{chapter}-verdicts" in labels, chapter
+        missing = [(c.text, c.section) for c in claims if c.section not in labels]
+        assert not missing, f"{notebooks[chapter]}: {missing}"
+
+
+def test_every_chapter_opens_with_the_pasted_box_and_computes_it_in_its_last_cell():
+    for source in runner.notebook_sources():
+        cells = runner.read_notebook(source).cells
+        first = next(c for c in cells if c.cell_type == "markdown")
+        assert first.source.startswith("# ") or first.source.startswith("(")
+        assert f"```{{glue:md}} {fd.GLUE_KEY}\n:format: myst\n```" in first.source, source.name
+        last = cells[-1]
+        assert last.cell_type == "code" and "remove-cell" in last.metadata.get("tags", []), source.name
+        assert f'show_findings("{source.stem}", prof)' in last.source, source.name
