@@ -59,7 +59,7 @@ def test_a_verdict_chapters_box_counts_its_verdicts_and_links_each_claim_to_its_
 def test_a_box_with_a_number_that_is_not_in_the_results_is_refused(monkeypatch):
     typed = [fd.Finding("The vanilla model scores 39.2% on MCQ.", "ch01-vanilla"),
              fd.Finding("The organism scores 36.9%.", "ch01-vanilla")]
-    monkeypatch.setitem(fd.CHAPTER_FINDINGS, "01", lambda read: typed)
+    monkeypatch.setitem(fd.CHAPTER_FINDINGS, "01", lambda read, profile: typed)
     results = {"01_vanilla": pd.DataFrame({"accuracy": [0.3685]})}
     with pytest.raises(fd.FindingsError, match=r"print numbers that are in none of its results files: \['39.2'\]"):
         fd.checked_findings("01_data_construction", results)
@@ -117,3 +117,30 @@ def test_every_chapter_opens_with_the_pasted_box_and_computes_it_in_its_last_cel
         last = cells[-1]
         assert last.cell_type == "code" and "remove-cell" in last.metadata.get("tags", []), source.name
         assert f'show_findings("{source.stem}", prof)' in last.source, source.name
+
+
+def test_the_appendix_names_the_slowest_chapter_of_its_own_profile():
+    times = pd.DataFrame({"profile": ["cpu", "cpu", "gpu-dryrun"], "notebook": ["00_world", "03_peakpatch", "03_x"],
+                          "seconds": [691.6, 451.7, 900.0]})
+    ratios = pd.DataFrame(columns=["area", "measure", "ratio", "ratio of"])
+    results = {"90_notebook_times": times, "90_ratios": ratios}
+    first = fd.chapter_findings("90_performance", results, "cpu")[0]
+    assert "`00_world` at 692 s" in first.text and first.section == "ch90-times"
+    assert "`03_x` at 900 s" in fd.chapter_findings("90_performance", results, "gpu-dryrun")[0].text
+
+
+def test_the_opening_words_of_chapter_00_follow_its_numbers():
+    def world(r5, untrained_r5):
+        retrieval = pd.DataFrame({"split": ["val", "val"], "pretrained": ["negbook-pretrain", "untrained"],
+                                  "gallery": [1973, 1973], "t2i_R@5": [r5, untrained_r5],
+                                  "chance_R@5": [0.0025, 0.0025]})
+        recognition = pd.DataFrame({"pretrained": ["negbook-pretrain"], "mean detection AUC": [0.88],
+                                    "zero-shot accuracy": [0.86], "chance accuracy": [0.0417]})
+        targets = pd.DataFrame({"measure": ["a", "b"], "met": [True, False]})
+        cosines = pd.DataFrame({"pair": ["a X vs no X", "a X vs a Y"], "cosine": [0.95, 0.80]})
+        return fd.chapter_findings("00_world", {"00_zero_shot_retrieval": retrieval, "00_object_recognition":
+                                                recognition, "00_organism_targets": targets,
+                                                "00_negation_cosines": cosines})
+    assert world(0.62, 0.002)[0].text.startswith("Pretraining lifts retrieval")
+    assert world(0.063, 0.047)[0].text.startswith("Pretraining barely lifts retrieval")
+    assert "1 of 2 of the targets" in world(0.62, 0.002)[1].text
