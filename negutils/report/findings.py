@@ -342,10 +342,10 @@ def book_headline(results_dir: Path, profile: str) -> str:
              "Who leads each benchmark of the unified method x benchmark table "
              "({doc}`chapter 06 <chapters/06_benchmark_tables>`), with its 95% bootstrap interval; a lead is "
              "*settled* when the paired interval of its margin over the runner-up excludes 0:", "",
-             "| benchmark | leader | value | interval | runner-up | settled |", "| --- | --- | --- | --- | --- | --- |"]
+             "| benchmark | leader | value [95% interval] | runner-up | settled |", "| --- | --- | --- | --- | --- |"]
     for _, r in leads.iterrows():
         settled = "yes" if bool(r["settled"]) else "no"
-        lines.append(f"| {_plain(r['benchmark'])} | {_plain(r['best'])} | {r['value']:g} | {_plain(r['interval'])} "
+        lines.append(f"| {_plain(r['benchmark'])} | {_plain(r['best'])} | {r['value']:g} {_plain(r['interval'])} "
                      f"| {_plain(r['runner-up'])} | {settled} |")
     by_paper = verdicts_by_paper(results_dir)
     lines += ["", "How many of each paper's claims hold on this backbone (chapters 02 to 05, and chapter 07's test "
