@@ -295,13 +295,17 @@ def checked_findings(notebook: str, results: Mapping[str, pd.DataFrame], profile
 def show_findings(notebook: str, profile) -> list[Finding]:
     """The chapter's last cell: glue its box for the first cell to paste, and show it here too (in
     JupyterLab, where the pasted box is not rendered). ``profile`` is the run's ``Profile``."""
-    from IPython.display import Markdown, display
-    from myst_nb import glue
+    from IPython.display import Markdown, display   # in a kernel only: the package imports without IPython
 
     results = chapter_results(profile.artifacts_dir() / "results", chapter_of(notebook))
     findings = checked_findings(notebook, results, profile.name)
     smoke = profile.name == "smoke"
-    glue(GLUE_KEY, Markdown(findings_markdown(findings, profile.name, smoke)), display=False)
+    try:
+        from myst_nb import glue    # the [book] extra (Jupyter Book): a bare kernel only shows the box
+    except ImportError:
+        pass
+    else:
+        glue(GLUE_KEY, Markdown(findings_markdown(findings, profile.name, smoke)), display=False)
     display(Markdown(findings_markdown(findings, profile.name, smoke, myst=False)))
     return findings
 
