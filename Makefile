@@ -34,6 +34,8 @@ bench: $(STAMP)
 	$(PY) bench/world_render.py
 	$(PY) bench/feature_cache.py
 	$(PY) bench/training_free_overhead.py
+	$(PY) bench/edit_pass_costs.py
+	$(PY) bench/fused_edit.py
 	$(PY) bench/peakpatch_training.py
 	$(PY) bench/organism_probe.py
 	$(PY) bench/parse_set.py --revisions 934bf9c
