@@ -139,14 +139,14 @@ def hide_injected_parameters(notebook_path: Path) -> None:
     the setting twice, once in the chapter's own ``parameters`` cell and once as papermill's
     ``# Parameters`` block. The executed notebook keeps the cell (it records what the run was given);
     the chapter's findings box names the profile the chapter ran."""
-    import nbformat
+    import nbformat  # the [book] extra, like papermill: the library imports without it
 
     notebook = nbformat.read(notebook_path, as_version=4)
     changed = False
     for cell in notebook.cells:
-        tags = cell.metadata.setdefault("tags", [])
+        tags = cell.metadata.get("tags", [])
         if INJECTED_TAG in tags and HIDDEN_TAG not in tags:
-            tags.append(HIDDEN_TAG)
+            cell.metadata["tags"] = [*tags, HIDDEN_TAG]
             changed = True
     if changed:
         atomic_save(notebook_path, lambda p: nbformat.write(notebook, p))
