@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ import pandas as pd
 
 from .config import REPO_ROOT, get_profile
 from .core.cache import atomic_save, atomic_write_text
-from .report.findings import HEADLINE_FILE, book_headline
+from .report.findings import HEADLINE_FILE, RUN_PARAMETERS_VARIABLE, book_headline
 from .report.performance import BENCH_RESULTS
 from .session import dry_run_inputs
 
@@ -138,7 +139,7 @@ def hide_injected_parameters(notebook_path: Path) -> None:
     """Tag papermill's injected-parameters cell so the book does not render it: the page would show
     the setting twice, once in the chapter's own ``parameters`` cell and once as papermill's
     ``# Parameters`` block. The executed notebook keeps the cell (it records what the run was given);
-    the chapter's findings box names the profile the chapter ran."""
+    the chapter's findings box names the profile and the other parameters the run was given."""
     import nbformat  # the [book] extra, like papermill: the library imports without it
 
     notebook = nbformat.read(notebook_path, as_version=4)
@@ -242,6 +243,9 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
         print(f"[negbook] dry run of the real path: {prof.backbone} from {inputs['checkpoint']}, the released "
               f"NegFull from {inputs['negfull_checkpoint']}; "
               + ", ".join(f"{k}={v}" for k, v in environment.items()), flush=True)
+    # the chapters' findings boxes name what the run was given, since the page hides papermill's cell
+    environment[RUN_PARAMETERS_VARIABLE] = json.dumps({k: v for k, v in params.items() if k != "profile"},
+                                                      sort_keys=True, default=str)
     with _environment(environment):
         return _execute(prof, only, params, stage, book_out, build)
 

@@ -3,6 +3,7 @@ a random local checkpoint, the smoke world's val and ood splits written as COCO 
 NegBench's published CSVs, every chapter executed by papermill and the book built."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,10 @@ def test_the_dry_run_builds_its_book_with_a_real_backbone_line(dry_run_book):
     assert result["index"] == out / "_build" / "html" / "index.html" and result["index"].exists()
     chapter06 = (out / "_build" / "html" / "chapters" / "06_benchmark_tables.html").read_text()
     assert "real backbone (gpu-dryrun)" in chapter06
+    # papermill's cell is hidden, so the findings box says which weights the chapter ran
+    chapter03 = (out / "_build" / "html" / "chapters" / "03_peakpatch.html").read_text()
+    box = re.search(r'<div class="[^"]*\bfindings\b[^"]*">(.*?)</div>', chapter03, re.S).group(1)
+    assert "profile <code" in box and "checkpoint=ViT-B-32-random.pt" in box and "negfull_checkpoint=" in box
 
 
 @pytest.mark.notebooks

@@ -144,3 +144,19 @@ def test_the_opening_words_of_chapter_00_follow_its_numbers():
     assert world(0.62, 0.002)[0].text.startswith("Pretraining lifts retrieval")
     assert world(0.063, 0.047)[0].text.startswith("Pretraining barely lifts retrieval")
     assert "1 of 2 of the targets" in world(0.62, 0.002)[1].text
+
+
+def test_the_run_line_names_the_parameters_the_runner_gave(monkeypatch):
+    findings = [fd.Finding("One.", "a"), fd.Finding("Two.", "b")]
+    monkeypatch.delenv(fd.RUN_PARAMETERS_VARIABLE, raising=False)
+    assert fd.run_parameters() == {}                                    # papermill without the runner
+    monkeypatch.setenv(fd.RUN_PARAMETERS_VARIABLE, '{"checkpoint": "/data/w/ViT-B-32-random.pt", "backbone": null}')
+    given = fd.run_parameters()
+    box = fd.findings_markdown(findings, "gpu", parameters=given)
+    # a file is named by its name, and every parameter is shown, so the hidden papermill cell hides nothing
+    assert box.endswith("Run with `backbone=None`, `checkpoint=ViT-B-32-random.pt`.\n```")
+    assert "*Run:* profile `gpu`" in box
+    assert "claims. Run with `backbone=None`" in fd.findings_markdown(findings, "smoke", smoke=True, parameters=given)
+    monkeypatch.setenv(fd.RUN_PARAMETERS_VARIABLE, "checkpoint=x")
+    with pytest.raises(fd.FindingsError, match="NEGBOOK_RUN_PARAMETERS is not a JSON object"):
+        fd.run_parameters()

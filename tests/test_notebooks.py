@@ -124,7 +124,7 @@ def test_every_chapter_opens_with_findings_whose_numbers_are_all_in_its_results(
         assert text, f"{source.stem} has no findings box"
         # the box is the first thing under the chapter's title
         assert re.search(r"</h1>\s*<div class=\"[^\"]*\bfindings\b", html), source.stem
-        assert "Smoke run" in text, source.stem
+        assert "Smoke run" in text and "real_profile=gpu-dryrun" in html, source.stem
         lines = re.findall(r"<li>", re.search(r'\bfindings\b.*?</div>', html, re.S).group(0))
         assert 3 <= len(lines) <= 6, (source.stem, len(lines))
         results = fd.chapter_results(results_dir, fd.chapter_of(source.stem))

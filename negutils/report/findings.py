@@ -13,6 +13,8 @@ count of one of a column's values, or a file's row count.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -264,16 +266,39 @@ def chapter_findings(notebook: str, results: Mapping[str, pd.DataFrame], profile
 
 SMOKE_NOTE = ("*Smoke run:* every size is cut so that each cell runs in seconds; these numbers test the code "
               "path, not the papers' claims.")
+# the runner's parameters beyond the profile, as JSON, for the box to name (the page hides papermill's cell)
+RUN_PARAMETERS_VARIABLE = "NEGBOOK_RUN_PARAMETERS"
 
 
-def findings_markdown(findings: list[Finding], profile: str, smoke: bool = False, myst: bool = True) -> str:
+def run_parameters() -> dict:
+    """The parameters ``python -m negutils.run`` gave this run besides the profile (empty when the
+    notebook runs without the runner)."""
+    raw = os.environ.get(RUN_PARAMETERS_VARIABLE, "")
+    if not raw:
+        return {}
+    try:
+        return dict(json.loads(raw))
+    except (ValueError, TypeError) as err:
+        raise FindingsError(f"{RUN_PARAMETERS_VARIABLE} is not a JSON object of parameters: {raw[:80]!r}") from err
+
+
+def _parameter_text(name: str, value) -> str:
+    shown = Path(value).name if isinstance(value, str) and os.sep in value else value   # a file by its name
+    return f"`{name}={shown}`"
+
+
+def findings_markdown(findings: list[Finding], profile: str, smoke: bool = False, myst: bool = True,
+                      parameters: Mapping | None = None) -> str:
     """The box: a MyST ``admonition`` whose lines link to their sections (``myst``), or plain
-    Markdown for a notebook front end that does not know MyST roles."""
+    Markdown for a notebook front end that does not know MyST roles. The last line names the
+    profile and any other ``parameters`` the run was given."""
     def link(f: Finding) -> str:
         return f" ({{ref}}`details <{f.section}>`)" if myst else ""
     items = [f"- {f.text}{link(f)}" for f in findings]
-    items.append(f"- {SMOKE_NOTE}" if smoke else f"- *Run:* profile `{profile}`; every number above is read "
-                 "from this run's results files.")
+    given = ", ".join(_parameter_text(k, v) for k, v in sorted((parameters or {}).items()))
+    given = f" Run with {given}." if given else ""
+    items.append(f"- {SMOKE_NOTE}{given}" if smoke else f"- *Run:* profile `{profile}`; every number above is read "
+                 f"from this run's results files.{given}")
     if not myst:
         return "**Findings**\n\n" + "\n".join(items)
     return "```{admonition} Findings\n:class: tip findings\n\n" + "\n".join(items) + "\n```"
@@ -300,13 +325,14 @@ def show_findings(notebook: str, profile) -> list[Finding]:
     results = chapter_results(profile.artifacts_dir() / "results", chapter_of(notebook))
     findings = checked_findings(notebook, results, profile.name)
     smoke = profile.name == "smoke"
+    given = run_parameters()
     try:
         from myst_nb import glue    # the [book] extra (Jupyter Book): a bare kernel only shows the box
     except ImportError:
         pass
     else:
-        glue(GLUE_KEY, Markdown(findings_markdown(findings, profile.name, smoke)), display=False)
-    display(Markdown(findings_markdown(findings, profile.name, smoke, myst=False)))
+        glue(GLUE_KEY, Markdown(findings_markdown(findings, profile.name, smoke, parameters=given)), display=False)
+    display(Markdown(findings_markdown(findings, profile.name, smoke, myst=False, parameters=given)))
     return findings
 
 
