@@ -162,11 +162,11 @@ def _data(read: Reader) -> list[Finding]:
     papers = read("01_vanilla_vs_papers")
     mcq_paper = papers[(papers["metric"] == "accuracy") & papers["benchmark"].str.startswith("negbench_mcq")]
     lines = [
-        Finding(f"Built from the world's ground truth: {sizes.loc['mcq', 'val']:.0f} MCQ-Neg questions on `val` and "
+        Finding(f"Built: {sizes.loc['mcq', 'val']:.0f} MCQ-Neg questions on `val` and "
                 f"{sizes.loc['mcq', 'ood']:.0f} on `ood`, {sizes.loc['retrieval_negated', 'val']:.0f} negated "
                 f"retrieval queries, {sizes.loc['confusion_2c', 'val']:.0f} COCO-Confusion 2C galleries and "
                 f"{sizes.loc['factor', 'val']:.0f} FACTOR samples.", "ch01-built"),
-        Finding(f"The vanilla organism answers {_pct(val.loc['mcq', 'accuracy'])} of MCQ-Neg on `val`: "
+        Finding(f"The vanilla backbone answers {_pct(val.loc['mcq', 'accuracy'])} of MCQ-Neg on `val`: "
                 f"{_pct(val.loc['mcq', 'positive_accuracy'])} of affirmative-answer questions but "
                 f"{_pct(val.loc['mcq', 'negative_accuracy'])} of negated ones.", "ch01-vanilla"),
         Finding(f"Negated retrieval R@5 is {_pct(val.loc['retrieval_negated', 'R@5'])} against "
@@ -175,7 +175,7 @@ def _data(read: Reader) -> list[Finding]:
     if len(mcq_paper):
         row = mcq_paper.iloc[0]
         lines.append(Finding(f"On NegBench MCQ the papers' CLIP scores {row['paper value']:.1f}% ({row['paper']} "
-                             f"{row['table']}), the organism {row['organism']:.1f}%.", "ch01-beside-papers"))
+                             f"{row['table']}), this backbone {row['organism']:.1f}%.", "ch01-beside-papers"))
     return lines
 
 
