@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import os
+import re
 
 import pytest
 
@@ -65,3 +66,10 @@ def injected_parameters_of_every_chapter(result) -> dict[str, str]:
         assert cells, f"{path.name} has no injected-parameters cell"
         injected[path.stem] = "".join(cells[0]["source"])
     return injected
+
+
+def findings_box(html: str) -> str | None:
+    """The inner HTML of a built page's Findings admonition (its div carries the class
+    ``findings``), or None when the page has none."""
+    box = re.search(r'<div class="[^"]*\bfindings\b[^"]*">(.*?)</div>', html, re.S)
+    return box.group(1) if box else None

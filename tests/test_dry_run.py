@@ -3,7 +3,6 @@ a random local checkpoint, the smoke world's val and ood splits written as COCO 
 NegBench's published CSVs, every chapter executed by papermill and the book built."""
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from negutils.config import get_profile
 from negutils.core import read_results
 from negutils.models import TextFeatures, load_backbone
 
-from conftest import injected_parameters_of_every_chapter
+from conftest import findings_box, injected_parameters_of_every_chapter
 
 PROFILE = get_profile("gpu-dryrun")
 
@@ -84,7 +83,7 @@ def test_the_dry_run_builds_its_book_with_a_real_backbone_line(dry_run_book):
     assert "real backbone (gpu-dryrun)" in chapter06
     # papermill's cell is hidden, so the findings box says which weights the chapter ran
     chapter03 = (out / "_build" / "html" / "chapters" / "03_peakpatch.html").read_text()
-    box = re.search(r'<div class="[^"]*\bfindings\b[^"]*">(.*?)</div>', chapter03, re.S).group(1)
+    box = findings_box(chapter03)
     assert "profile <code" in box and "checkpoint=ViT-B-32-random.pt" in box and "negfull_checkpoint=" in box
 
 

@@ -18,7 +18,7 @@ from negutils.config import REPO_ROOT, get_profile
 from negutils.report import NOT_MEASURED
 from negutils.core import read_results
 
-from conftest import injected_parameters_of_every_chapter
+from conftest import findings_box, injected_parameters_of_every_chapter
 
 
 @pytest.fixture(scope="module")
@@ -104,12 +104,9 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
             f"{page.name} renders papermill's injected-parameters cell"
 
 
-def _findings_box(html: str) -> str | None:
-    """The text of the page's Findings admonition, code spans (profile and model names) left out."""
-    box = re.search(r'<div class="[^"]*\bfindings\b[^"]*">(.*?)</div>', html, re.S)
-    if not box:
-        return None
-    return unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<code.*?</code>", " ", box.group(1), flags=re.S)))
+def _findings_text(box: str) -> str:
+    """The text of a Findings admonition's HTML, code spans (profile and model names) left out."""
+    return unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<code.*?</code>", " ", box, flags=re.S)))
 
 
 @pytest.mark.notebooks
@@ -120,13 +117,13 @@ def test_every_chapter_opens_with_findings_whose_numbers_are_all_in_its_results(
     results_dir = get_profile("smoke").artifacts_dir() / "results"
     for source in runner.notebook_sources():
         html = (out / "_build" / "html" / "chapters" / f"{source.stem}.html").read_text()
-        text = _findings_box(html)
-        assert text, f"{source.stem} has no findings box"
+        box = findings_box(html)
+        assert box, f"{source.stem} has no findings box"
+        text = _findings_text(box)
         # the box is the first thing under the chapter's title
         assert re.search(r"</h1>\s*<div class=\"[^\"]*\bfindings\b", html), source.stem
         assert "Smoke run" in text and "real_profile=gpu-dryrun" in html, source.stem
-        lines = re.findall(r"<li>", re.search(r'\bfindings\b.*?</div>', html, re.S).group(0))
-        assert 3 <= len(lines) <= 6, (source.stem, len(lines))
+        assert 3 <= box.count("<li>") <= 6, (source.stem, box.count("<li>"))
         results = fd.chapter_results(results_dir, fd.chapter_of(source.stem))
         assert fd.numbers_not_in_results(text, results) == [], (source.stem, text)
     intro = (out / "_build" / "html" / "intro.html").read_text()

@@ -26,6 +26,7 @@ import pandas as pd
 from .verdicts import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
 
 GLUE_KEY = "findings"       # what the chapters' first cell pastes with {glue:md}
+VERDICT_CHAPTERS = ("02", "03", "04", "05", "07")   # the chapters that judge the papers' claims
 MAX_CLAIMS_SHOWN = 2        # per kind (held, not held): the box stays within six lines
 
 Reader = Callable[[str], pd.DataFrame]
@@ -186,8 +187,8 @@ def _verdicts(read: Reader, chapter: str) -> list[Finding]:
     lines = [Finding(f"Of the {len(verdicts)} claims tested on this backbone: {tally}.", f"ch{chapter}-verdicts")]
     held = verdicts[verdicts["verdict"] == REPRODUCED].head(MAX_CLAIMS_SHOWN)
     order = {NOT_REPRODUCED: 0, PARTLY: 1, NOT_MEASURED: 2}
-    failed = verdicts[verdicts["verdict"].isin(order)]
-    failed = failed.iloc[np.argsort(failed["verdict"].map(order).to_numpy(), kind="stable")].head(MAX_CLAIMS_SHOWN)
+    failed = verdicts[verdicts["verdict"].isin(order)].sort_values(
+        "verdict", key=lambda v: v.map(order), kind="stable").head(MAX_CLAIMS_SHOWN)
     for _, claim in pd.concat([held, failed]).iterrows():
         section = claim.get("section")
         if not isinstance(section, str) or not section:
@@ -248,7 +249,7 @@ def _performance(read: Reader, profile: str) -> list[Finding]:
 # chapter -> (its results, the profile's name) -> the box's sentences
 CHAPTER_FINDINGS: dict[str, Callable[[Reader, str], list[Finding]]] = {
     "00": lambda read, profile: _world(read), "01": lambda read, profile: _data(read),
-    **{c: (lambda read, profile, c=c: _verdicts(read, c)) for c in ("02", "03", "04", "05", "07")},
+    **{c: (lambda read, profile, c=c: _verdicts(read, c)) for c in VERDICT_CHAPTERS},
     "06": lambda read, profile: _tables(read), "90": _performance,
 }
 
@@ -340,18 +341,18 @@ def show_findings(notebook: str, profile) -> list[Finding]:
 # The book's headline, on the intro page
 
 PAPERS = ("NegBench", "PeakPatch", "KTN", "LCSE")
-VERDICT_CHAPTERS = ("02", "03", "04", "05", "07")
 HEADLINE_FILE = "_headline.md"      # in the staged book; the intro page includes it
 
 
 def verdicts_by_paper(results_dir: Path) -> pd.DataFrame:
     """Verdict counts per paper over every chapter's verdict table: a claim counts for each of the
     four papers its ``source`` names (a claim citing NegBench and PeakPatch counts for both)."""
-    tables = [pd.read_csv(p) for c in VERDICT_CHAPTERS for p in sorted(Path(results_dir).glob(f"{c}_verdicts.csv"))]
+    paths = [Path(results_dir) / f"{c}_verdicts.csv" for c in VERDICT_CHAPTERS]
+    tables = [pd.read_csv(p) for p in paths if p.exists()]
+    claims = pd.concat(tables) if tables else pd.DataFrame({"source": [], "verdict": []}, dtype=str)
     rows = []
     for paper in PAPERS:
-        claims = pd.concat(tables)[lambda v: v["source"].str.contains(paper, regex=False)] if tables else None
-        counts = claims["verdict"].value_counts() if claims is not None else pd.Series(dtype=int)
+        counts = claims.loc[claims["source"].str.contains(paper, regex=False), "verdict"].value_counts()
         rows.append({"paper": paper, "claims": int(counts.sum()), **{v: int(counts.get(v, 0)) for v in VERDICTS}})
     return pd.DataFrame(rows)
 
