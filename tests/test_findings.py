@@ -160,3 +160,24 @@ def test_the_run_line_names_the_parameters_the_runner_gave(monkeypatch):
     monkeypatch.setenv(fd.RUN_PARAMETERS_VARIABLE, "checkpoint=x")
     with pytest.raises(fd.FindingsError, match="NEGBOOK_RUN_PARAMETERS is not a JSON object"):
         fd.run_parameters()
+
+
+def test_the_glued_box_is_recorded_exactly_as_myst_nb_glue_records_it(monkeypatch):
+    """show_findings glues without importing myst_nb (1.4 s a chapter); what the book build reads
+    back must stay what myst-nb's own ``glue(..., display=False)`` writes."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import Markdown
+    from myst_nb import glue
+
+    shell = InteractiveShell.instance()
+    published = []
+    monkeypatch.setattr(shell.display_pub, "publish",
+                        lambda data, metadata=None, **kwargs: published.append((data, metadata)))
+    box = "```{admonition} Findings\n- 3 of 5 claims reproduced\n```"
+    glue(fd.GLUE_KEY, Markdown(box), display=False)
+    fd.glue_markdown(fd.GLUE_KEY, box)
+    assert len(published) == 2
+    assert published[0] == published[1]
+    data, metadata = published[1]
+    assert data[fd.GLUE_MIME_PREFIX + "text/markdown"] == box
+    assert metadata["scrapbook"] == {"name": "findings", "mime_prefix": fd.GLUE_MIME_PREFIX}

@@ -327,14 +327,25 @@ def show_findings(notebook: str, profile) -> list[Finding]:
     findings = checked_findings(notebook, results, profile.name)
     smoke = profile.name == "smoke"
     given = run_parameters()
-    try:
-        from myst_nb import glue    # the [book] extra (Jupyter Book): a bare kernel only shows the box
-    except ImportError:
-        pass
-    else:
-        glue(GLUE_KEY, Markdown(findings_markdown(findings, profile.name, smoke, parameters=given)), display=False)
+    glue_markdown(GLUE_KEY, findings_markdown(findings, profile.name, smoke, parameters=given))
     display(Markdown(findings_markdown(findings, profile.name, smoke, myst=False, parameters=given)))
     return findings
+
+
+GLUE_MIME_PREFIX = "application/papermill.record/"     # where myst-nb looks for glued, undisplayed data
+
+
+def glue_markdown(name: str, markdown: str) -> None:
+    """What ``myst_nb.glue(name, Markdown(markdown), display=False)`` records, written without
+    importing myst_nb: its glue module imports nbformat, which costs every chapter about 1.4 s. The
+    output is the Markdown's mime bundle under myst-nb's prefix, with the ``scrapbook`` metadata the
+    book build reads it back by (tests/test_findings.py compares the two)."""
+    from IPython.core.formatters import format_display_data
+    from IPython.display import Markdown, display
+
+    bundle, metadata = format_display_data(Markdown(markdown))
+    metadata["scrapbook"] = {"name": name, "mime_prefix": GLUE_MIME_PREFIX}
+    display({GLUE_MIME_PREFIX + mime: value for mime, value in bundle.items()}, raw=True, metadata=metadata)
 
 
 # --------------------------------------------------------------------------------------------
