@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from negutils.experiments import rate_verdicts, sweep_tables
+from negutils.experiments.negation_rate import load_rate_run, save_rate_run
 from negutils.world import WorldConfig, build_world, false_negations, load_split, negation_share, recaption
 
 
@@ -80,6 +81,19 @@ def test_verdicts_follow_their_rules():
     assert v["scarce negation in pretraining causes negation blindness"] == "not reproduced"
     assert v["post-hoc corrections help less as the negation rate rises"] == "not reproduced"
 
+
+
+def test_a_rate_read_back_from_its_cache_gives_the_tables_byte_for_byte(tmp_path):
+    """Chapter 07 run again reads each rate's measurements from JSON; its CSVs must be the ones
+    the run that computed them wrote, columns in the same order (sorted keys once reordered them)."""
+    fresh = _runs(peaks=(0.01, 0.05, 0.09), gains=(0.3, 0.2, 0.1), negatives=(0.02, 0.1, 0.3))
+    cached = []
+    for k, run in enumerate(fresh):
+        save_rate_run(tmp_path / f"measures-{k}.json", run)
+        cached.append(load_rate_run(tmp_path / f"measures-{k}.json"))
+    assert list(cached[0]["measures"]) == ["MCQ negative", "polarity AUC", "LCD peak", "retrieval R@5"]
+    for computed, read_back in zip(sweep_tables(fresh), sweep_tables(cached)):
+        assert computed.to_csv(index=False) == read_back.to_csv(index=False)
 
 def test_features_are_keyed_by_the_backbone_itself_so_replacing_it_replaces_the_key(tmp_path):
     import os

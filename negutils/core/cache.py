@@ -69,8 +69,10 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(_jsonable(obj), sort_keys=True, indent=1) + "\n")
+def atomic_write_json(path: str | os.PathLike, obj: Any, sort_keys: bool = True) -> Path:
+    """``obj`` as JSON; keys sorted unless ``sort_keys`` is false (a record whose key order is a
+    table's column order)."""
+    return atomic_write_text(path, json.dumps(_jsonable(obj), sort_keys=sort_keys, indent=1) + "\n")
 
 
 def atomic_save(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:

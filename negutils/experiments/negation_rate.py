@@ -182,10 +182,11 @@ def run_rate(session, bench, rate: float, samples: int, settings: NegationRateSe
 
     backbone, result = ensure_rate_backbone(session.profile, session.splits, rate, samples, progress)
     # v2: the v1 measurements keyed PeakPatch's feature cache by rate only, so a full-budget run
-    # at a pilot's rate reused the pilot model's features
-    cache = Path(result.checkpoint).parent / f"measures-{config_hash({'settings': settings, 'v': 2})}.json"
+    # at a pilot's rate reused the pilot model's features; v3: v2 sorted the keys, so a re-run that
+    # read the cache wrote the chapter's tables with their columns in another order
+    cache = Path(result.checkpoint).parent / f"measures-{config_hash({'settings': settings, 'v': 3})}.json"
     if cache.exists():
-        return json.loads(cache.read_text())
+        return load_rate_run(cache)
     started = time.perf_counter()
     rated = rate_session(session, backbone, rate)
     measures, lcd = frozen_measures(rated, bench, settings)
@@ -193,8 +194,18 @@ def run_rate(session, bench, rate: float, samples: int, settings: NegationRateSe
     out = {"rate": rate, "samples": samples, "pretrain seconds": result.seconds,
            "measure seconds": time.perf_counter() - started, "measures": measures,
            "curves": lcd.curves.to_dict("list"), "methods": gains.to_dict("list")}
-    atomic_write_json(cache, out)
+    save_rate_run(cache, out)
     return out
+
+
+def save_rate_run(path: Path, run: dict) -> None:
+    """One rate's measurements in the order computed (every dict's keys are a table's columns), so
+    a re-run that reads them writes the chapter's CSVs byte for byte as the run that computed them."""
+    atomic_write_json(path, run, sort_keys=False)
+
+
+def load_rate_run(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
 
 
 def untrained_measures(session, bench, settings: NegationRateSettings) -> dict:
