@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) bench/training_free_overhead.py
 	$(PY) bench/edit_pass_costs.py
 	$(PY) bench/fused_edit.py
+	$(PY) bench/chapter_concurrency.py
 	$(PY) bench/peakpatch_training.py
 	$(PY) bench/organism_probe.py
 	$(PY) bench/parse_set.py --revisions 934bf9c

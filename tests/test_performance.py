@@ -18,13 +18,17 @@ def test_ratio_summary_collects_every_bench(tmp_path):
                   for w, base in (("w", 1.14), ("v", 1.28))
                   for setting, ratio in (("1 process, 2 threads", 1.0), ("2 processes", base))]).to_csv(
         tmp_path / "thread_scaling.csv")
+    pd.DataFrame([{"profile": "smoke", "mode": mode, "wall x serial": ratio}
+                  for mode, ratio in (("one at a time", 1.0), ("two at a time", 0.72))]).to_csv(
+        tmp_path / "chapter_concurrency.csv")
     ratios = ratio_summary(tmp_path).set_index("measure")["ratio"]
     assert ratios["m: dense fp32 vs ragged fp16 tokens"] == 4.7
     assert ratios["KTN vs holistic, 10,000 images"] == 12.5
     assert ratios["m: PeakPatch joint (cached features) vs NegFull"] == 42.0
     assert ratios["w: 2 processes vs 1 process, 2 threads"] == 1.14
     assert ratios["v: 2 processes vs 1 process, 2 threads"] == 1.28
-    assert len(ratios) == 8   # the denominators themselves are not ratios
+    assert ratios["smoke chapters: two at a time vs one at a time"] == 0.72
+    assert len(ratios) == 9   # the denominators themselves are not ratios
 
 
 def test_the_sweep_summary_gives_the_wall_time_of_the_run_that_made_the_table():

@@ -54,6 +54,10 @@ def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
     for r in cores[cores["setting"] != "1 process, 2 threads"].to_dict("records"):
         rows.append(("cores", f"{r['work']}: {r['setting']} vs 1 process, 2 threads", r["x 1 process, 2 threads"],
                      "samples/s over one 2-thread process's"))
+    chapters = read_bench("chapter_concurrency", folder)
+    for r in chapters[chapters["mode"] != "one at a time"].to_dict("records"):
+        rows.append(("cores", f"{r['profile']} chapters: {r['mode']} vs one at a time", r["wall x serial"],
+                     "wall seconds over the runner's, one chapter at a time"))
     return pd.DataFrame(rows, columns=["area", "measure", "ratio", "ratio of"])
 
 
