@@ -14,6 +14,7 @@ The package follows the book's data flow, one subpackage per stage::
     report       paper numbers, paper tables, verdicts, the unified table, performance
     experiments  the negation-rate experiment
     plots        the chapters' figures
+    schedule     which chapters may run side by side: their needs, start order, time left (one module)
     run          executes the book
     eval         ``negbook eval``: any open_clip model on the benchmarks, from the command line
 
@@ -24,4 +25,5 @@ at module level (a local import carries a comment saying why), and no import cyc
 __version__ = "0.1.0"
 
 STAGES = ("core", "world", "models", "benchmarks", "config", "session", "diagnosis", "methods", "report",
-          "experiments", "plots", "run", "eval")
+          "experiments", "plots", "schedule", "run",
+          "eval")

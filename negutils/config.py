@@ -105,6 +105,8 @@ class Profile:
     # the gpu profile's code path on CPU: the runner writes a random checkpoint of ``backbone`` and
     # the profile's world in the published data layouts, and points the chapters at them
     dry_run: bool = False
+    # chapters the runner executes at the same time where their dependencies allow (bench/chapter_concurrency.py)
+    chapter_jobs: int = 2
     description: str = ""
 
     def artifacts_dir(self, root: str | os.PathLike | None = None) -> Path:
@@ -179,6 +181,8 @@ PROFILES: dict[str, Profile] = {
         world=WorldConfig(pretrain=200_000, negtrain=40_000, val=5_000, ood=2_500),
         diagnosis=DiagnosisConfig(min_per_quadrant=10),
         pretrain=PretrainConfig(model_name="negbook-organism", samples=2_000_000, batch_size=1024),
+        # one GPU: two chapters' batches on it at once are unmeasured, so one chapter at a time
+        chapter_jobs=1,
         description="real open_clip backbone (ViT-B-32/openai) on COCO val2017 / VOC2007 from data_recipes/",
     ),
 }

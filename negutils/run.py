@@ -7,7 +7,9 @@
 Each notebook (``notebooks/NN_name.md``, jupytext MyST) is converted to ``.ipynb`` in a
 staging copy of ``book/``, executed there with ``profile`` injected into its ``parameters``
 cell, and the book is built from the executed copies (Jupyter Book does not re-execute).
-The first failing notebook stops the run with the notebook's name and the failing cell.
+Chapters run ``--jobs`` at a time (the profile's ``chapter_jobs`` by default): a chapter starts once
+every chapter whose files it reads (``CHAPTER_NEEDS``) has finished. A failing notebook stops new
+chapters from starting, lets the running ones finish, and names the notebook and the failing cell.
 """
 from __future__ import annotations
 
@@ -20,14 +22,19 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from multiprocessing import get_context
 from pathlib import Path
 
 import pandas as pd
 
 from .config import REPO_ROOT, get_profile
 from .core.cache import atomic_save, atomic_write_text
+from .models.memo import READS_VARIABLE, WRITER_VARIABLE
 from .report.findings import HEADLINE_FILE, RUN_PARAMETERS_VARIABLE, book_headline
 from .report.performance import BENCH_RESULTS
+from .schedule import (SHARED_CORES_ENVIRONMENT, chapter_needs, chapter_reads, chapters_to_start,
+                       estimate_seconds, may_share_cores)
 from .session import dry_run_inputs
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -119,7 +126,8 @@ def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = N
     start = time.perf_counter()
     try:
         papermill.execute_notebook(str(unexecuted), str(output), parameters=parameters, kernel_name="python3",
-                                   cwd=str(cwd), progress_bar=progress, log_output=False)
+                                   cwd=str(cwd), progress_bar={"desc": source.stem} if progress else False,
+                                   log_output=False)
     except PapermillExecutionError as err:
         raise NotebookFailed(
             f"notebook {source.name} failed in cell {err.cell_index} (execution count {err.exec_count}): "
@@ -193,18 +201,23 @@ def _minutes(seconds: float) -> str:
 
 
 def progress_line(finished: str, seconds: float, elapsed: float, remaining: list[str],
-                  last_times: dict[str, float], basis: str = "their last recorded times") -> str:
+                  last_times: dict[str, float], basis: str = "their last recorded times",
+                  running: dict[str, float] | None = None, jobs: int = 1) -> str:
     """The line printed after each chapter: its time, the run's elapsed time and an estimate for
-    the chapters still to run from ``last_times`` (naming those never timed), read from ``basis``."""
-    known = [last_times[n] for n in remaining if n in last_times]
-    unknown = [n for n in remaining if n not in last_times]
+    the chapters still to run (``remaining`` waiting, ``running`` {chapter: seconds so far}) from
+    ``last_times``, read from ``basis``, replaying the run's schedule ``jobs`` at a time; it names
+    the chapters never timed."""
+    running = running or {}
+    left = sorted([*remaining, *running])
     line = f"[negbook] {finished} done in {_minutes(seconds)}; elapsed {_minutes(elapsed)}"
-    if not remaining:
+    if not left:
         return line + "; all chapters executed"
-    line += f"; {len(remaining)} to go"
-    if not known:       # a first run: an estimate of "0 s" would be a plausible wrong number
+    line += f"; {len(left)} to go" + (f" ({', '.join(sorted(running))} running)" if running else "")
+    unknown = [n for n in left if n not in last_times]
+    if len(unknown) == len(left):       # a first run: an estimate of "0 s" would be a plausible wrong number
         return line + ", none timed before, so no estimate yet"
-    line += f", about {_minutes(sum(known))} by {basis}"
+    rest = estimate_seconds(remaining, running, last_times, chapter_needs([finished, *left]), jobs)
+    line += f", about {_minutes(rest)} by {basis}"
     if unknown:
         line += f" (no recorded time for {', '.join(unknown)}, so at least that)"
     return line
@@ -230,8 +243,13 @@ def measured_times(profile: str) -> dict[str, float]:
 
 
 def run(profile: str, only: list[str] | None = None, parameters: dict | None = None,
-        book_out: Path | None = None, build: bool = True) -> dict:
+        book_out: Path | None = None, build: bool = True, jobs: int | None = None) -> dict:
+    """Execute the profile's chapters (``only`` these), ``jobs`` at a time (the profile's
+    ``chapter_jobs`` by default), then build the book unless ``build`` is False."""
     prof = get_profile(profile)
+    jobs = prof.chapter_jobs if jobs is None else jobs
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1 (got {jobs})")
     artifacts = prof.artifacts_dir()
     params = {"profile": profile, **(parameters or {})}
     check_parameters(params, notebook_sources(only))          # before anything is staged or executed
@@ -247,7 +265,7 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
     environment[RUN_PARAMETERS_VARIABLE] = json.dumps({k: v for k, v in params.items() if k != "profile"},
                                                       sort_keys=True, default=str)
     with _environment(environment):
-        return _execute(prof, only, params, stage, book_out, build)
+        return _execute(prof, only, params, stage, book_out, build, jobs)
 
 
 @contextlib.contextmanager
@@ -265,26 +283,62 @@ def _environment(variables: dict[str, str]):
                 os.environ[k] = v
 
 
-def _execute(prof, only, params: dict, stage: Path, book_out: Path | None, build: bool) -> dict:
+def _execute_with(environment: dict[str, str], source: Path, output: Path, parameters: dict) -> float:
+    """``execute_notebook`` in a worker process, its kernel started under ``environment``."""
+    with _environment(environment):
+        return execute_notebook(source, output, parameters)
+
+
+def _execute(prof, only, params: dict, stage: Path, book_out: Path | None, build: bool, jobs: int) -> dict:
     profile, artifacts = prof.name, prof.artifacts_dir()
     times = []
     times_csv = artifacts / "results" / "notebook_times.csv"
-    sources = notebook_sources(only)
+    sources = {s.stem: s for s in notebook_sources(only)}
     last_times, basis, when = last_recorded_times(times_csv), "their last recorded times", "last time"
     if not last_times:          # a fresh clone: the committed measurement of a whole run, said so
         last_times, basis, when = measured_times(profile), "bench/results/main_job_notebooks.csv's run", \
             "in the committed measurement"
+    needs, book = chapter_needs(list(sources)), [s.stem for s in notebook_sources()]
+    sharing = may_share_cores(needs, jobs)
+    shared_environment = {k: v for k, v in SHARED_CORES_ENVIRONMENT.items() if k not in os.environ}
+    waiting, done, running, failures = sorted(sources), set(), {}, []
     started = time.perf_counter()
-    for k, source in enumerate(sources):
-        output = stage / CHAPTER_DIR / f"{source.stem}.ipynb"
-        last = f", {_minutes(last_times[source.stem])} {when}" if source.stem in last_times else ""
-        print(f"[negbook] executing {source.name} (profile {profile}{last})", flush=True)
-        seconds = execute_notebook(source, output, params)
-        times.append({"profile": profile, "notebook": source.stem, "seconds": round(seconds, 2)})
-        print(progress_line(source.stem, seconds, time.perf_counter() - started,
-                            [s.stem for s in sources[k + 1:]], last_times, basis), flush=True)
-        # after every notebook, so a later chapter (the performance appendix) sees this run's times
-        _record_times(times_csv, times, keep_others=bool(only))
+    # each chapter's papermill runs in a worker process, so its kernel starts under its own environment; forked
+    # (a spawned worker re-imports this module, about 5 s before the first chapter): the workers only drive kernels
+    with ProcessPoolExecutor(jobs, mp_context=get_context("fork")) as pool:
+        while True:
+            for stem in [] if failures else chapters_to_start(waiting, done, jobs - len(running), needs, last_times):
+                waiting.remove(stem)
+                last = f", {_minutes(last_times[stem])} {when}" if stem in last_times else ""
+                beside = f", beside {', '.join(n for n, _ in running.values())}" if running else ""
+                print(f"[negbook] executing {sources[stem].name} (profile {profile}{last}{beside})", flush=True)
+                # the chapter's name on what it writes to the shared memos, and whose entries it reads (models.memo)
+                reads = ",".join(sorted(chapter_reads(stem, book)))
+                environment = {WRITER_VARIABLE: stem, READS_VARIABLE: reads,
+                               **(shared_environment if stem in sharing else {})}
+                output = stage / CHAPTER_DIR / f"{stem}.ipynb"
+                future = pool.submit(_execute_with, environment, sources[stem], output, params)
+                running[future] = (stem, time.perf_counter())
+            if not running:
+                break
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in sorted(finished, key=lambda f: running[f][0]):
+                stem, _ = running.pop(future)
+                try:
+                    seconds = future.result()
+                except NotebookFailed as err:
+                    failures.append(err)
+                    continue
+                done.add(stem)
+                times.append({"profile": profile, "notebook": stem, "seconds": round(seconds, 2)})
+                now = time.perf_counter()
+                print(progress_line(stem, seconds, now - started, waiting, last_times, basis,
+                                    running={n: now - t for n, t in running.values()}, jobs=jobs), flush=True)
+                # after every notebook, so a later chapter (the performance appendix) sees this run's times
+                _record_times(times_csv, sorted(times, key=lambda t: t["notebook"]), keep_others=bool(only))
+    if failures:
+        skipped = f"; not started: {', '.join(waiting)}" if waiting else ""
+        raise NotebookFailed("\n".join(str(f) for f in failures) + skipped) from failures[0]
     out = {"stage": stage, "times": times}
     # the intro page's headline, from every chapter's results this profile has (an --only run included)
     atomic_write_text(stage / HEADLINE_FILE, book_headline(artifacts / "results", profile))
@@ -304,10 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--book-out", type=Path, help="folder that receives _build/html "
                         "(default: book/ for cpu, artifacts/<profile>/book otherwise)")
     parser.add_argument("--no-book", action="store_true", help="execute the notebooks but do not build the book")
+    parser.add_argument("--jobs", type=int, help="chapters run at the same time where their dependencies allow "
+                        "(default: the profile's chapter_jobs, 2 on CPU profiles, 1 on gpu)")
     args = parser.parse_args(argv)
     try:
         run(args.profile, args.only, dict(_parse_parameter(p) for p in args.parameter), args.book_out,
-            build=not args.no_book)
+            build=not args.no_book, jobs=args.jobs)
     except (NotebookFailed, RuntimeError, ValueError) as err:
         print(f"[negbook] error: {err}", file=sys.stderr)
         return 1

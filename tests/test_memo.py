@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from negutils.models.memo import DiskMemo
+from negutils.models.memo import READS_VARIABLE, WRITER_VARIABLE, DiskMemo, chunk_writer
 
 
 def test_a_memo_round_trips_ragged_fields_exactly(tmp_path):
@@ -26,6 +26,23 @@ def test_a_memo_round_trips_ragged_fields_exactly(tmp_path):
     single = DiskMemo(tmp_path / "text")
     single.update(zip(["x", "y"], torch.eye(2)))
     assert torch.equal(DiskMemo(tmp_path / "text")["y"], torch.tensor([0.0, 1.0]))
+
+
+def test_a_chapter_reads_only_the_chunks_of_the_chapters_it_waits_for(tmp_path, monkeypatch):
+    """The runner names each kernel's chapter and the chapters it may read: a sibling's encoding of
+    the same caption (other batch, other last bits) is not read, so its numbers cannot depend on
+    which sibling ran first."""
+    monkeypatch.delenv(READS_VARIABLE, raising=False)
+    for chapter, caption in [("03_x", "a cat"), ("04_y", "no dog"), ("05_z", "a cat and no dog")]:
+        monkeypatch.setenv(WRITER_VARIABLE, chapter)
+        DiskMemo(tmp_path).update({caption: torch.ones(2)})
+    monkeypatch.delenv(WRITER_VARIABLE)
+    DiskMemo(tmp_path).update({"a kite": torch.ones(2)})                  # outside the runner: no chapter
+    assert sorted(chunk_writer(c) for c in tmp_path.glob("chunk-*.npz")) == ["", "03_x", "04_y", "05_z"]
+    monkeypatch.setenv(READS_VARIABLE, "03_x,05_z")
+    assert sorted(DiskMemo(tmp_path)) == ["a cat", "a cat and no dog"]
+    monkeypatch.delenv(READS_VARIABLE)
+    assert sorted(DiskMemo(tmp_path)) == ["a cat", "a cat and no dog", "a kite", "no dog"]   # JupyterLab reads all
 
 
 @pytest.mark.parametrize("damage", ["truncated", "rows"])

@@ -49,10 +49,11 @@ def test_a_missing_bench_names_its_script(tmp_path):
         read_bench("peakpatch_training", tmp_path)
 
 
-def _executed(path, durations):
+def _executed(path, durations, span=("2026-01-01T00:00:00+00:00", "2026-01-01T00:00:20+00:00")):
     import nbformat
 
     nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"start_time": span[0], "end_time": span[1]}
     for k, seconds in enumerate(durations):
         cell = nbformat.v4.new_code_cell(f"# why\nstep_{k}()\n")
         if seconds is not None:
@@ -67,7 +68,7 @@ def test_main_job_profile_reads_papermill_cell_durations(tmp_path):
     from negutils.report.performance import cell_times, main_job_profile
 
     a = _executed(tmp_path / "00_a.ipynb", [1.0, 6.0, 3.0])
-    b = _executed(tmp_path / "01_b.ipynb", [10.0])
+    b = _executed(tmp_path / "01_b.ipynb", [10.0], ("2026-01-01T00:00:05+00:00", "2026-01-01T00:00:17.5+00:00"))
     cells = cell_times(a)
     assert cells["cell"].tolist() == [1, 2, 3] and cells["first line"].tolist() == ["step_0()", "step_1()", "step_2()"]
     notebooks, ranked = main_job_profile([a, b])
@@ -75,8 +76,13 @@ def test_main_job_profile_reads_papermill_cell_durations(tmp_path):
     assert per.loc["00_a", "seconds"] == 10.0 and per.loc["00_a", "slowest cell"] == 2
     assert per["share"].sum() == pytest.approx(1.0) and per.loc["01_b", "share"] == pytest.approx(0.5)
     assert ranked["seconds"].tolist() == [10.0, 6.0, 3.0, 1.0]
+    # the spans from the first start: 01_b ran beside 00_a
+    assert per[["started s", "ended s"]].to_dict("index") == {"00_a": {"started s": 0.0, "ended s": 20.0},
+                                                              "01_b": {"started s": 5.0, "ended s": 17.5}}
     with pytest.raises(ValueError, match="code cell 2 has no papermill duration"):
         cell_times(_executed(tmp_path / "02_c.ipynb", [1.0, None]))
+    with pytest.raises(ValueError, match="03_d.ipynb: no papermill start and end time"):
+        main_job_profile([a, _executed(tmp_path / "03_d.ipynb", [1.0], ("", ""))])
 
 
 def test_eager_edit_floor_adds_two_gathers_a_transcendental_and_the_cheaper_accumulation():

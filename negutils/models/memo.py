@@ -4,9 +4,17 @@ captions again. ``DiskMemo`` is the dict the backbone and PeakPatch's taps alrea
 folder: it starts with every chunk already written there, and every ``update`` adds one chunk.
 
 A chunk is written atomically (never seen half-written) and read whole: one that does not load or
-whose arrays do not match its captions is reported, deleted and computed again, never half-read."""
+whose arrays do not match its captions is reported, deleted and computed again, never half-read.
+
+A chunk's name records the chapter that wrote it (``$NEGBOOK_CHAPTER``, set by the runner), and a
+chapter's kernel reads only the chunks of the chapters named in ``$NEGBOOK_CHAPTER_READS`` (itself
+and the chapters it waits for). The same caption encoded in another batch differs in its last float
+bits, so without this a chapter's numbers would depend on which sibling chapter ran before it or
+beside it; with it they depend only on the book's chapter dependencies, one chapter at a time or
+two. Outside the runner (a notebook in JupyterLab, a bench script) every chunk is read."""
 from __future__ import annotations
 
+import os
 import warnings
 import zipfile
 from pathlib import Path
@@ -18,6 +26,22 @@ import torch
 from ..core.cache import atomic_save, config_hash
 
 
+WRITER_VARIABLE = "NEGBOOK_CHAPTER"
+READS_VARIABLE = "NEGBOOK_CHAPTER_READS"      # comma-separated chapter names
+
+
+def chunk_writer(chunk: Path) -> str:
+    """The chapter that wrote ``chunk-<hash>.<chapter>.npz`` ("" for ``chunk-<hash>.npz``)."""
+    return chunk.name.removesuffix(".npz").partition(".")[2]
+
+
+def readable(chunk: Path) -> bool:
+    """Whether this process may read ``chunk``: always outside the runner, else only a chunk of a
+    chapter named in ``$NEGBOOK_CHAPTER_READS``."""
+    reads = os.environ.get(READS_VARIABLE)
+    return reads is None or chunk_writer(chunk) in reads.split(",")
+
+
 class DiskMemo(dict):
     """caption -> tensor (``fields=1``) or tuple of ``fields`` tensors, persisted under ``folder``.
     A field's tensors may differ in their first dimension (a caption's tokens); they keep their
@@ -27,7 +51,8 @@ class DiskMemo(dict):
         super().__init__()
         self.folder, self.fields = Path(folder), fields
         for chunk in sorted(self.folder.glob("chunk-*.npz")):
-            super().update(self._read(chunk))
+            if readable(chunk):
+                super().update(self._read(chunk))
 
     def _read(self, chunk: Path) -> dict:
         try:
@@ -62,4 +87,6 @@ class DiskMemo(dict):
             arrays[f"values{j}"] = (torch.cat(values) if ragged else torch.stack(values)).numpy()
             arrays[f"offsets{j}"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
             arrays[f"ragged{j}"] = np.array(ragged)
-        atomic_save(self.folder / f"chunk-{config_hash(keys)}.npz", lambda tmp: np.savez(tmp, **arrays))
+        writer = os.environ.get(WRITER_VARIABLE, "")
+        name = f"chunk-{config_hash(keys)}{'.' + writer if writer else ''}.npz"
+        atomic_save(self.folder / name, lambda tmp: np.savez(tmp, **arrays))

@@ -137,9 +137,22 @@ def cell_times(executed: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["notebook", "cell", "first line", "seconds"])
 
 
+def notebook_span(executed: str | Path) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """When papermill started and finished executing a notebook (its ``metadata.papermill``)."""
+    import nbformat  # the [book] extra: the library imports without it
+
+    record = nbformat.read(Path(executed), as_version=4).metadata.get("papermill", {})
+    if not record.get("start_time") or not record.get("end_time"):
+        raise ValueError(f"{executed}: no papermill start and end time; execute the notebook with "
+                         "`python -m negutils.run` first")
+    return pd.Timestamp(record["start_time"]), pd.Timestamp(record["end_time"])
+
+
 def main_job_profile(executed: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Where the book's time goes: (per notebook: seconds, share of the total, the slowest cell;
-    per cell: every cell, slowest first, with its share of the total) from executed notebooks."""
+    """Where the book's time goes: (per notebook: seconds in code cells, share of the total, the
+    slowest cell, and when it started and ended in seconds from the first notebook's start, so two
+    chapters run side by side show as overlapping spans; per cell: every cell, slowest first, with
+    its share of the total) from executed notebooks."""
     cells = pd.concat([cell_times(p) for p in executed], ignore_index=True)
     total = cells["seconds"].sum()
     cells = cells.assign(share=cells["seconds"] / total).sort_values("seconds", ascending=False, ignore_index=True)
@@ -149,4 +162,8 @@ def main_job_profile(executed: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     notebooks["slowest cell"] = slowest["cell"]
     notebooks["slowest cell seconds"] = slowest["seconds"]
     notebooks["slowest cell first line"] = slowest["first line"]
+    spans = {Path(p).stem: notebook_span(p) for p in executed}
+    first = min(start for start, _ in spans.values())
+    notebooks["started s"] = [(spans[n][0] - first).total_seconds() for n in notebooks.index]
+    notebooks["ended s"] = [(spans[n][1] - first).total_seconds() for n in notebooks.index]
     return notebooks.reset_index(), cells
