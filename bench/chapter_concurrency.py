@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     chapters = [s.stem for s in runner.notebook_sources()]
     command = [sys.executable, "-m", "negutils.run", "--profile", args.profile, "--no-book", "--jobs"]
     modes = [("one at a time", [*command, "1"], {}),
-             ("two at a time (the runner: passive waits where kernels share the cores)", [*command, "2"], {}),
+             ("two at a time (the runner)", [*command, "2"], {}),
              ("two at a time, OMP_WAIT_POLICY=ACTIVE", [*command, "2"], {"OMP_WAIT_POLICY": "ACTIVE"})]
     inherited = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}   # the runner's choice unless a mode's
     rows = []

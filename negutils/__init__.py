@@ -25,5 +25,4 @@ at module level (a local import carries a comment saying why), and no import cyc
 __version__ = "0.1.0"
 
 STAGES = ("core", "world", "models", "benchmarks", "config", "session", "diagnosis", "methods", "report",
-          "experiments", "plots", "schedule", "run",
-          "eval")
+          "experiments", "plots", "schedule", "run", "eval")

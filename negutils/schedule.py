@@ -17,9 +17,9 @@ CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {
     "06_benchmark_tables": ("03_peakpatch", "04_ktn", "05_lcse"),
     "07_negation_rate": ("03_peakpatch",),
 }
-# bench/chapter_concurrency.py: two chapters at once with OpenMP's default (spinning) waits took 1.5x the
-# wall time of one at a time, since each kernel's idle threads burn the cores the other needs; with
-# passive waits 0.72x. A kernel that may share the cores gets passive waits unless the caller chose a policy.
+# bench/chapter_concurrency.py: two chapters at a time with every OpenMP thread spinning while it waits
+# burn the cores the other chapter needs (1.56x the CPU seconds of one at a time, and slower than it),
+# so a kernel that may share the cores gets passive waits, unless the caller chose a policy.
 SHARED_CORES_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
