@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 from tap_overhead import best_of  # noqa: E402
 
-from negutils.methods.parsed_scorer import BLOCK_VALUES  # noqa: E402
+from negutils.benchmarks.evaluate import SCORE_BLOCK_VALUES, scores_in_blocks  # noqa: E402
 from negutils.report.performance import eager_edit_floor, read_bench  # noqa: E402
 
 QUERIES, EDITED, CONCEPTS = 64, 21, 40
@@ -40,7 +40,7 @@ def pass_costs(n: int, dim: int) -> list[dict]:
     columns = torch.randint(0, CONCEPTS, (EDITED,), generator=generator)
     edited = torch.arange(EDITED) * 3                                   # the edited queries' positions
     scores = gallery @ text.T
-    block = max(256, BLOCK_VALUES // EDITED)
+    block = max(256, SCORE_BLOCK_VALUES // QUERIES)        # the scorer's blocks of images
     buffer = torch.rand(block, EDITED, generator=generator).add_(0.5)
 
     def blocks(step):
@@ -59,7 +59,7 @@ def pass_costs(n: int, dim: int) -> list[dict]:
         "accumulate (scatter_add_)": blocks(lambda s, b: scores[s:s + b].scatter_add_(
             1, edited.expand(b, -1), buffer[:b])),
     }
-    vanilla = best_of(lambda: gallery @ text.T, 5)
+    vanilla = best_of(lambda: scores_in_blocks(gallery, text), 5)     # ClipScorer.score
     return [{"embed dim": dim, "gallery": n, "queries": QUERIES, "edited queries": EDITED, "pass": name,
              "seconds": (t := best_of(run, 5)), "x vanilla": t / vanilla} for name, run in passes.items()]
 

@@ -220,3 +220,26 @@ def test_per_item_outcomes_average_to_the_headline_metric(split):
     retention = evaluate_retention(scorer, scorer, affirmative, split, items=items)
     assert retention["rho"] == pytest.approx(1.0) and items["rho"] == pytest.approx(np.ones(len(affirmative)))
     assert items["R@5"].mean() == pytest.approx(retention["R@5"])
+
+
+@pytest.mark.parametrize("queries", [1, 7, 64, 300])
+def test_scores_in_blocks_is_the_matrix_product_and_edits_each_block_once(queries):
+    """Blocked, the product is the one-shot ``image @ text.T`` (to float32 rounding; bit for bit on
+    the CPUs measured), and the edit sees every image exactly once, in order, on its own block."""
+    from negutils.benchmarks.evaluate import SCORE_BLOCK_VALUES, scores_in_blocks
+    generator = torch.Generator().manual_seed(queries)
+    images, text = torch.randn(3 * SCORE_BLOCK_VALUES // queries + 5, 32, generator=generator), torch.randn(queries, 32)
+    assert torch.allclose(scores_in_blocks(images, text), images @ text.T, rtol=0, atol=1e-5)
+    seen = []
+
+    def edit(block, start, stop):
+        assert block.shape == (stop - start, queries)
+        assert torch.allclose(block, images[start:stop] @ text.T, rtol=0, atol=1e-5)   # its own rows
+        seen.append((start, stop))
+        block.add_(float(len(seen)))          # each block marked with its number
+
+    edited = scores_in_blocks(images, text, edit)
+    assert len(seen) >= 3 and seen[0][0] == 0 and seen[-1][1] == len(images)
+    assert all(a[1] == b[0] for a, b in zip(seen, seen[1:]))
+    offsets = torch.cat([torch.full((stop - start,), float(k)) for k, (start, stop) in enumerate(seen, 1)])
+    assert torch.allclose(edited - offsets[:, None], images @ text.T, rtol=0, atol=1e-5)

@@ -77,7 +77,7 @@ def test_the_captions_cover_several_shapes(scorers):
     assert len(lcse_shapes) >= 4
 
 
-@pytest.mark.parametrize("n", [7, 3000])       # 3000 images: several blocks per shape
+@pytest.mark.parametrize("n", [7, 40000])      # 40000 images: three blocks of scores_in_blocks
 def test_gallery_scores_equal_the_per_caption_formulas(scorers, n):
     ktn, lcse = scorers
     feats = gallery(n)
@@ -85,6 +85,20 @@ def test_gallery_scores_equal_the_per_caption_formulas(scorers, n):
                        rtol=0, atol=1e-6)
     assert np.allclose(lcse.score(feats, CAPTIONS).numpy(), lcse_by_caption(lcse, feats, CAPTIONS),
                        rtol=0, atol=1e-6)
+
+
+def test_a_changed_setting_works_the_queries_out_again(scorers):
+    """The scorer keeps what each caption adds per gallery; ``pool_weight_sweep`` changes w_n on the
+    scorer between calls, and each call must score with the weight it is given."""
+    feats = gallery(200, seed=6)
+    swept = KtnScorer(None, hashed_encoder, VOCABULARY)
+    swept.score(feats, CAPTIONS)
+    for weight in (0.5, None):
+        swept.pool_weight = weight
+        fresh = KtnScorer(None, hashed_encoder, VOCABULARY, pool_weight=weight)
+        assert torch.equal(swept.score(feats, CAPTIONS), fresh.score(feats, CAPTIONS))
+    assert not torch.equal(swept.score(feats, CAPTIONS),
+                           KtnScorer(None, hashed_encoder, VOCABULARY, pool_weight=0.5).score(feats, CAPTIONS))
 
 
 def test_lcse_where_the_sigmoids_saturate_takes_the_float64_expression():
@@ -138,8 +152,8 @@ def test_single_concept_edits_ride_in_the_cosines_matrix_product(scorers, monkey
     feats = gallery(300, seed=5)
     blocks = []
     for cls in (KtnScorer, LcseScorer):
-        elementwise = cls._edit_block
-        monkeypatch.setattr(cls, "_edit_block", lambda self, shape, *rest, _f=elementwise:
+        elementwise = cls._block_edit
+        monkeypatch.setattr(cls, "_block_edit", lambda self, shape, *rest, _f=elementwise:
                             blocks.append((self.name, shape)) or _f(self, shape, *rest))
     single = ["There is no kite.", "No cat.", "A dog is not present.", "Neither a cat nor a dog."]
     assert {p.shape for p in ktn._plans(single)} == {(1, 0), (2, 0)}

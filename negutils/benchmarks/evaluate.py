@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,6 +37,27 @@ from ..core.metrics import (
 )
 from ..models.backbone import Backbone
 from ..world.coco import CocoSplit
+
+
+SCORE_BLOCK_VALUES = 1 << 18      # scores per block of images: 1 MB of float32, in L2 beside an edit's temporaries
+
+
+def scores_in_blocks(image_features: torch.Tensor, text: torch.Tensor,
+                     edit: Callable[[torch.Tensor, int, int], None] | None = None) -> torch.Tensor:
+    """[I, Q] ``image_features @ text.T``, computed one block of images at a time into one output, and
+    ``edit(block, start, stop)`` applied to each block in place right after its product, while the
+    block is still in cache (KTN's and LCSE's per-image score edits). Row by row the same matrix
+    product as the one-shot ``@`` (equal bit for bit on the CPUs measured; tests/test_evaluate.py),
+    and no slower: ``bench/training_free_overhead.py`` times both."""
+    scores = torch.empty(len(image_features), len(text), dtype=torch.result_type(image_features, text),
+                         device=image_features.device)
+    rows = max(256, SCORE_BLOCK_VALUES // max(1, len(text)))
+    for start in range(0, len(image_features), rows):
+        block = scores[start:start + rows]
+        torch.matmul(image_features[start:start + rows], text.T, out=block)
+        if edit is not None:
+            edit(block, start, start + len(block))
+    return scores
 
 
 class Scorer(Protocol):
@@ -78,7 +99,7 @@ class ClipScorer:
         return torch.stack([self._text[c] for c in captions])
 
     def score(self, image_features: torch.Tensor, captions: Sequence[str]) -> torch.Tensor:
-        return image_features @ self.text_features(captions).T
+        return scores_in_blocks(image_features, self.text_features(captions))
 
 
 def image_keys(split: CocoSplit, indices: Sequence[int], flip_average: bool) -> dict[int, str]:

@@ -206,24 +206,32 @@ class KtnScorer(ParsedTextScorer):
         alpha = torch.from_numpy(self.bank.matrix[:, columns])
         return _sigmoid_term(alpha[:, 0].clone(), alpha[:, 1], self.kappa)
 
-    def _edit_block(self, shape, rows, slot_columns, pool):
+    def _edit_settings(self):
+        return (self.kappa, self.rejection, self.pool_weight)
+
+    def _block_edit(self, shape, slot_columns, pool):
         """eq. 13-14 for a block of images in float32 with in-place torch operations (the float64
         ``_edit_values`` differs by < 1e-6, tested)."""
         n_neg, n_pos = shape
-        if n_pos:
-            tau = sum(rows.index_select(1, slot_columns[:, n_neg + k]) for k in range(n_pos)) / n_pos
-        else:
-            tau = rows[:, int(slot_columns[0, -1])].unsqueeze(1)         # every caption's reference column
+        weight = -self.weight(pool)
+        reference = int(slot_columns[0, -1])               # C+ empty: every caption's reference column
 
-        def term(slot: int) -> torch.Tensor:
-            return _sigmoid_term(rows.index_select(1, slot_columns[:, slot]), tau, self.kappa)
+        def edit(rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+            if n_pos:
+                tau = sum(rows.index_select(1, slot_columns[:, n_neg + k]) for k in range(n_pos)) / n_pos
+            else:
+                tau = rows[:, reference].unsqueeze(1)
 
-        penalty = sum(term(k) for k in range(n_neg))
-        if n_pos == 1:
-            penalty.sub_(0.25)                                              # 1/2 sigm(0): tau(i) is alpha_c+(i)
-        elif n_pos:
-            penalty.sub_(sum(term(n_neg + k) for k in range(n_pos)), alpha=0.5 / n_pos)
-        return penalty.mul_(-self.weight(pool))
+            def term(slot: int) -> torch.Tensor:
+                return _sigmoid_term(rows.index_select(1, slot_columns[:, slot]), tau, self.kappa)
+
+            penalty = sum(term(k) for k in range(n_neg))
+            if n_pos == 1:
+                penalty.sub_(0.25)                                  # 1/2 sigm(0): tau(i) is alpha_c+(i)
+            elif n_pos:
+                penalty.sub_(sum(term(n_neg + k) for k in range(n_pos)), alpha=0.5 / n_pos)
+            return penalty.mul_(weight)
+        return edit
 
     def penalty(self, image_features: torch.Tensor, parse: CaptionParse) -> np.ndarray:
         """p_c-(i) for every image of ``image_features`` (zeros when there is nothing to reject)."""

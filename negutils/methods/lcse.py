@@ -111,7 +111,7 @@ class LcseScorer(ParsedTextScorer):
 
     def _fold(self, plan, image_features, pool):
         """"not A" (one negated literal): -2 (s_A - mu) = image . (-2 e_A) + 2 mu, a ``Fold``, where the
-        closed form holds on this gallery (the same range test as ``_edit_block``)."""
+        closed form holds on this gallery (the same range test as ``_block_edit``)."""
         if _flat_literals(plan.shape) != ((0, True),):
             return None
         if self._saturates(self.bank.columns(image_features, plan.concepts)):
@@ -125,27 +125,33 @@ class LcseScorer(ParsedTextScorer):
         low, high = self.bank.column_range(columns)
         return max(beta * (high.max() - mu), beta * (mu - low.min())) > Z_EXACT
 
-    def _edit_block(self, shape, rows, slot_columns, pool):
+    def _edit_settings(self):
+        return self.calibration
+
+    def _block_edit(self, shape, slot_columns, pool):
         """Flat parses under AND (or with one literal) in closed form, in float32. With
         z_j = beta (s_j - mu), e_j = exp(-z_j), p_j = 1 / (1 + e_j), q_j = e_j p_j, and u_j = e_j for
         an affirmed literal, 1 / e_j for a negated one, the harmonic mean gives logit p_logic =
         -log(mean u) and so beta * correction = log(L sum q / (sum u sum p)); one negated literal
-        is -2 z / beta. Where some |z| > Z_EXACT (the float64 sigmoids approach their clip) the
-        block takes the float64 expression, so the scores equal it to 1e-6 (tested)."""
+        is -2 z / beta. Where some |z| > Z_EXACT on these columns (the float64 sigmoids approach
+        their clip) the float64 expression is taken, so the scores equal it to 1e-6 (tested)."""
         literals_ = _flat_literals(shape)
         mu, beta = self.calibration.mu, self.calibration.beta
         if literals_ is None or self._saturates(slot_columns.unique().numpy()):
-            return super()._edit_block(shape, rows, slot_columns, pool)
-        z = [rows.index_select(1, slot_columns[:, k]).sub_(mu).mul_(beta) for k in range(slot_columns.shape[1])]
-        if len(literals_) == 1:
-            return z[literals_[0][0]].mul_(-2.0 / beta)
-        sum_p = sum_q = sum_u = 0
-        for slot, negated in literals_:
-            e = torch.exp(-z[slot])
-            p = e.add(1.0).reciprocal_()
-            sum_p, sum_q = p + sum_p, e * p + sum_q
-            sum_u = (e.reciprocal() if negated else e) + sum_u
-        return sum_q.mul_(len(literals_)).div_(sum_u.mul_(sum_p)).log_().div_(beta)
+            return super()._block_edit(shape, slot_columns, pool)
+
+        def edit(rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+            z = [rows.index_select(1, slot_columns[:, k]).sub_(mu).mul_(beta) for k in range(slot_columns.shape[1])]
+            if len(literals_) == 1:
+                return z[literals_[0][0]].mul_(-2.0 / beta)
+            sum_p = sum_q = sum_u = 0
+            for slot, negated in literals_:
+                e = torch.exp(-z[slot])
+                p = e.add(1.0).reciprocal_()
+                sum_p, sum_q = p + sum_p, e * p + sum_q
+                sum_u = (e.reciprocal() if negated else e) + sum_u
+            return sum_q.mul_(len(literals_)).div_(sum_u.mul_(sum_p)).log_().div_(beta)
+        return edit
 
 
 Z_EXACT = 20.0      # |beta (s - mu)| up to which float64's 1 - sigm(z) keeps 1e-8 relative precision

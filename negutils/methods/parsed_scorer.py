@@ -1,15 +1,16 @@
 """The scorer EC, KTN and LCSE share: a caption is parsed (``parsing``), its text embedding
 corrected once per caption, and a per-image edit added to the cosine; captions the parser
 refuses are scored holistically and counted. Subclasses override ``_correct`` (the embedding),
-and ``_edit_plan`` / ``_edit_values`` (the per-image score change, computed for every caption
+and ``_edit_plan`` / ``_block_edit`` (the per-image score change, computed for every caption
 of one parse shape at once from the gallery's cached image x concept matrix).
 
-An edit that is a fixed weighted sum of per-image columns (LCSE's "not A": -2 (s_A - mu), linear in
-the image; KTN's rejection with C+ empty: a sigmoid of one concept column, the same for every
-query that negates that concept) is a ``Fold``: its columns are appended to the gallery's image
-features once per gallery and its weights to the query's text vector, so the cosine's one matrix
-product computes it. Only edits that combine several concepts per query (KTN with C+, LCSE's AND)
-are computed elementwise."""
+Scoring a gallery is one pass over it in blocks of images (``scores_in_blocks``): each block's
+cosines, then every edit added to them while the block is in cache. An edit that is a fixed
+weighted sum of per-image columns (LCSE's "not A": -2 (s_A - mu), linear in the image; KTN's
+rejection with C+ empty: a sigmoid of one concept column, the same for every query that negates
+that concept) is a ``Fold``: its vector joins the query's text vector, its constant and its columns
+are added to the block. Only edits that combine several concepts per query (KTN with C+, LCSE's AND)
+are computed elementwise. What each caption contributes is worked out once per gallery."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,11 +20,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..benchmarks.evaluate import scores_in_blocks
 from ..core.logic import literals
 from .parsing import CaptionParse, parse_captions
-
-BLOCK_VALUES = 1 << 18      # image x slot values per block: a few MB, so a block's temporaries stay in cache
-
 
 @dataclass(frozen=True)
 class EditPlan:
@@ -34,9 +33,19 @@ class EditPlan:
 
 
 @dataclass(frozen=True)
+class QueryEdit:
+    """One caption on one gallery: the text vector it is scored with (a ``Fold``'s vector in it),
+    the fold's constant and (derived column, weight) pairs, and the plan to compute elementwise."""
+    text: torch.Tensor
+    constant: float
+    derived: tuple[tuple[Hashable, float], ...]
+    plan: EditPlan | None
+
+
+@dataclass(frozen=True)
 class Fold:
-    """A score edit ``image . vector + constant + sum_k weight_k * column_k(image)``, computed inside
-    the cosine's matrix product; ``derived`` holds (column key, weight) pairs of the scorer's
+    """A score edit ``image . vector + constant + sum_k weight_k * column_k(image)``: the vector rides in
+    the cosine's matrix product, the rest is added to each block of it; ``derived`` holds (column key, weight) pairs of the scorer's
     per-gallery ``_derived_column``s."""
     vector: torch.Tensor | None = None
     constant: float = 0.0
@@ -56,7 +65,8 @@ class ParsedTextScorer:
         self._text: dict[str, torch.Tensor] = {}
         self._corrected: dict[str, torch.Tensor] = {}
         self.fallbacks: set[str] = set()
-        self._extended: tuple[torch.Tensor | None, dict, torch.Tensor] = (None, {}, torch.empty(0))
+        self._derived: tuple[torch.Tensor | None, dict, torch.Tensor] = (None, {}, torch.empty(0))
+        self._gallery_queries: tuple[torch.Tensor | None, tuple, dict[str, QueryEdit]] = (None, (), {})
 
     def image_features(self, split, indices) -> torch.Tensor:
         return self.image_scorer.image_features(split, indices)
@@ -102,6 +112,11 @@ class ParsedTextScorer:
         """How a method edits the scores of a parsed caption: None leaves the cosine alone."""
         return None
 
+    def _edit_settings(self) -> Hashable:
+        """The settings a caption's edit depends on beyond its parse (KTN's w_n, LCSE's calibration):
+        a change (``pool_weight_sweep``) works the queries out again."""
+        return ()
+
     def _fold(self, plan: EditPlan, image_features: torch.Tensor, pool: int) -> Fold | None:
         """The plan's edit as a ``Fold`` on this gallery, or None to compute it elementwise."""
         return None
@@ -110,26 +125,18 @@ class ParsedTextScorer:
         """[I] float32 per-image column ``key`` of a ``Fold`` on this gallery."""
         raise NotImplementedError
 
-    def _extended_features(self, image_features: torch.Tensor, keys: Sequence) -> tuple[torch.Tensor, dict]:
-        """[I, d + 1 + K + zeros] the gallery's features, a column of ones (for constants) and every
-        derived column asked for so far, built once per gallery (grown when a new key appears), with
-        the position of each key. The width is padded with zero columns to a multiple of 8, the
-        width the matrix-multiply kernels block by (``bench/training_free_overhead.py``'s "matrix
-        product" column is the cost of the whole product)."""
-        gallery, position, extended = self._extended
+    def _derived_matrix(self, image_features: torch.Tensor, keys: Sequence) -> tuple[torch.Tensor, dict]:
+        """[I, K] every derived column asked for so far on this gallery, computed once per gallery
+        (grown when a new key appears), with the position of each key."""
+        gallery, position, matrix = self._derived
         if gallery is not image_features:
-            gallery, position = image_features, {"ones": image_features.shape[1]}
-            extended = torch.cat([image_features.float(), torch.ones(len(image_features), 1)], dim=1)
+            gallery, position, matrix = image_features, {}, torch.empty(len(image_features), 0)
         new = [k for k in dict.fromkeys(keys) if k not in position]
-        if new or extended.shape[1] % 8:
-            used = 1 + max(position.values())
-            columns = [extended[:, :used]] + [self._derived_column(image_features, k)[:, None] for k in new]
-            position.update({k: used + j for j, k in enumerate(new)})
-            width = used + len(new)
-            columns.append(torch.zeros(len(image_features), -width % 8))
-            extended = torch.cat(columns, dim=1)
-        self._extended = (gallery, position, extended)
-        return extended, position
+        if new:
+            position.update({k: matrix.shape[1] + j for j, k in enumerate(new)})
+            matrix = torch.cat([matrix] + [self._derived_column(image_features, k)[:, None] for k in new], dim=1)
+        self._derived = (gallery, position, matrix)
+        return matrix, position
 
     def _edit_values(self, shape, slots: list[np.ndarray], pool: int) -> np.ndarray:
         """The score change for every caption of one ``shape`` at once: ``slots[k]`` holds the
@@ -149,54 +156,80 @@ class ParsedTextScorer:
     def _plans(self, captions: Sequence[str]) -> list[EditPlan | None]:
         return [self._edit_plan(p) if p.parsed else None for p in self.parses(captions)]
 
+    def _queries(self, image_features: torch.Tensor, captions: Sequence[str], pool: int) -> list[QueryEdit]:
+        """What each caption adds to the gallery's cosines, worked out once per caption and gallery:
+        its text vector with any ``Fold``'s vector in it, the fold's constant and columns, and the
+        plan left to compute elementwise."""
+        gallery, key, known = self._gallery_queries
+        if gallery is not image_features or key != (pool, self._edit_settings()):
+            known = {}
+            self._gallery_queries = (image_features, (pool, self._edit_settings()), known)
+        todo = [c for c in dict.fromkeys(captions) if c not in known]
+        if todo:
+            for caption, text, plan in zip(todo, self.corrected(todo), self._plans(todo)):
+                fold = None if plan is None else self._fold(plan, image_features, pool)
+                if fold is None:
+                    known[caption] = QueryEdit(text, 0.0, (), plan)
+                else:
+                    vector = text if fold.vector is None else text + fold.vector
+                    known[caption] = QueryEdit(vector, fold.constant, fold.derived, None)
+        return [known[c] for c in captions]
+
     def _score(self, image_features, captions, pool) -> torch.Tensor:
-        """Holistic cosines with every ``Fold`` inside their matrix product, then one array
-        expression per remaining plan shape over the gallery's cached image x concept matrix, in
-        blocks of images that stay in cache."""
-        scores, groups = self.folded_scores(image_features, captions, pool)
-        if not groups:
-            return scores
-        columns = {shape: self.bank.columns(image_features, [n for plan in plans for n in plan.concepts])
-                   .reshape(len(plans), -1) for shape, (_, plans) in groups.items()}
-        matrix = torch.from_numpy(self.bank.matrix)
-        for shape, (queries, plans) in groups.items():
-            slot_columns, queries = torch.from_numpy(columns[shape]), torch.from_numpy(queries)
-            block = max(256, BLOCK_VALUES // max(1, slot_columns.numel()))
-            for start in range(0, len(scores), block):
-                edit = self._edit_block(shape, matrix[start:start + block], slot_columns, pool)
-                scores[start:start + block].index_add_(1, queries, edit)
-        return scores
+        """The cosines with every ``Fold``'s vector, a block of images at a time, each block then
+        given the folds' constants and columns and one array expression per remaining plan shape
+        over the gallery's cached image x concept matrix, while it is in cache."""
+        queries = self._queries(image_features, captions, pool)
+        text = (torch.stack([q.text for q in queries]) if queries
+                else torch.empty(0, image_features.shape[1]))
+        return scores_in_blocks(image_features.float(), text, self._block_edits(image_features, queries, pool))
 
-    def folded_scores(self, image_features, captions, pool) -> tuple[torch.Tensor, dict]:
-        """The first step of ``_score``: the cosines with every ``Fold`` applied (one matrix product),
-        and the plans left to edit elementwise, grouped by shape. Timed alone by
-        ``bench/training_free_overhead.py`` to show what the elementwise edits cost."""
-        text, plans = self.corrected(captions), self._plans(captions)
-        folds = [None if plan is None else self._fold(plan, image_features, pool) for plan in plans]
-        if any(f is not None for f in folds):
-            extended, position = self._extended_features(
-                image_features, [key for f in folds if f is not None for key, _ in f.derived])
-            weights = torch.zeros(len(captions), extended.shape[1])
-            weights[:, :text.shape[1]] = text
-            for j, fold in enumerate(folds):
-                if fold is not None:
-                    if fold.vector is not None:
-                        weights[j, :text.shape[1]] += fold.vector
-                    weights[j, position["ones"]] = fold.constant
-                    for key, weight in fold.derived:
-                        weights[j, position[key]] += weight
-            scores = extended @ weights.T
-        else:
-            scores = image_features.float() @ text.T
-        return scores, _group_by_shape([plan if fold is None else None for plan, fold in zip(plans, folds)])
+    def product_scores(self, image_features, captions) -> torch.Tensor:
+        """The first step of ``_score`` alone: the cosines with the queries' text vectors, no edits
+        (``bench/training_free_overhead.py`` times it to show what the edits cost)."""
+        queries = self._queries(image_features, list(captions), len(image_features))
+        return scores_in_blocks(image_features.float(), torch.stack([q.text for q in queries]))
 
-    def _edit_block(self, shape, rows: torch.Tensor, slot_columns: torch.Tensor, pool: int) -> torch.Tensor:
-        """[B, G] float32 edits of G captions of one ``shape`` on a block of images: ``rows`` is the
-        block of the image x concept matrix [B, V], ``slot_columns`` [G, S] the column of each
-        caption's slot. By default ``_edit_values`` in float64; methods override it with a faster
-        form of the same expression."""
-        slots = [rows.index_select(1, slot_columns[:, k]).double().numpy() for k in range(slot_columns.shape[1])]
-        return torch.from_numpy(self._edit_values(shape, slots, pool).astype(np.float32))
+    def _block_edits(self, image_features, queries: list[QueryEdit], pool):
+        """The function ``scores_in_blocks`` applies to each block of images (None if no query edits):
+        the folds' constants, their derived columns and each plan shape's elementwise edit."""
+        constant = torch.tensor([q.constant for q in queries], dtype=torch.float32)
+        has_constant = bool(constant.any())
+        derived = [(j, key, weight) for j, q in enumerate(queries) for key, weight in q.derived]
+        groups = _group_by_shape([q.plan for q in queries])
+        if not (has_constant or derived or groups):
+            return None
+        if derived:      # [K, Q] weights, so each block's columns enter through one small matrix product
+            matrix, position = self._derived_matrix(image_features, [key for _, key, _ in derived])
+            derived_weights = torch.zeros(matrix.shape[1], len(queries)).index_put_(
+                (torch.tensor([position[key] for _, key, _ in derived]), torch.tensor([j for j, _, _ in derived])),
+                torch.tensor([weight for _, _, weight in derived], dtype=torch.float32), accumulate=True)
+        editors = []
+        for shape, (positions, plans) in groups.items():
+            columns = self.bank.columns(image_features, [n for plan in plans for n in plan.concepts])
+            editors.append((torch.from_numpy(positions), self._block_edit(
+                shape, torch.from_numpy(columns.reshape(len(plans), -1)), pool)))
+        concepts = torch.from_numpy(self.bank.matrix) if groups else None    # after every column exists
+
+        def edit(block: torch.Tensor, start: int, stop: int) -> None:
+            if has_constant:
+                block.add_(constant)
+            if derived:
+                block.addmm_(matrix[start:stop], derived_weights)
+            for positions, block_edit in editors:
+                block.index_add_(1, positions, block_edit(concepts[start:stop], start, stop))
+        return edit
+
+    def _block_edit(self, shape, slot_columns: torch.Tensor, pool: int) -> Callable[..., torch.Tensor]:
+        """The elementwise edit of G captions of one ``shape``, as a function of one block of images (its
+        rows [B, V] of the image x concept matrix, and where it starts and stops in the gallery) giving
+        [B, G] float32 edits; ``slot_columns`` [G, S] holds the column of each caption's slot. By
+        default ``_edit_values`` in float64; methods override it with a faster form of the same
+        expression (chosen once per call, not per block)."""
+        def float64_edit(rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+            slots = [rows.index_select(1, slot_columns[:, k]).double().numpy() for k in range(slot_columns.shape[1])]
+            return torch.from_numpy(self._edit_values(shape, slots, pool).astype(np.float32))
+        return float64_edit
 
     def _score_pairs(self, images, captions, pool) -> torch.Tensor:
         """Score image j against caption j; one array expression per plan shape over the pairs."""
