@@ -31,6 +31,7 @@ from tap_overhead import negbench_like_captions  # noqa: E402
 from negutils.benchmarks import ClipScorer  # noqa: E402
 from negutils.methods import Calibration, EmbeddingCorrectionScorer, KtnScorer, LcseScorer  # noqa: E402
 from negutils.models import load_backbone  # noqa: E402
+from negutils.report.performance import ONE_SHOT_PRODUCT  # noqa: E402
 from negutils.world import CATEGORY_NAMES  # noqa: E402
 
 REPEATS = 9         # best of: on 2 shared cores single timings vary by 5-20%
@@ -76,12 +77,12 @@ def overheads(model_name: str, captions: list[str], galleries: list[int]) -> pd.
             scorer.score(gallery, captions)              # warm: text, parses, concept columns
         text = vanilla.text_features(captions)
         runs = {name: (lambda s=scorer: s.score(gallery, captions)) for name, scorer in scorers.items()}
-        runs["vanilla, one matrix product"] = lambda: gallery @ text.T
+        runs[ONE_SHOT_PRODUCT] = lambda: gallery @ text.T
         # the blocked product of each method's text vectors alone, without the edits added to its blocks
         runs.update({f"{name} product": (lambda s=scorer: s.product_scores(gallery, captions))
                      for name, scorer in scorers.items() if hasattr(scorer, "product_scores")})
         timed = best_of_interleaved(runs, REPEATS)
-        seconds = {name: timed[name] for name in [*scorers, "vanilla, one matrix product"]}
+        seconds = {name: timed[name] for name in [*scorers, ONE_SHOT_PRODUCT]}
         product = {name: timed.get(f"{name} product", t) for name, t in seconds.items()}
         rows += [{"model": model_name, "embed dim": backbone.embed_dim, "gallery": n, "queries": len(captions),
                   "method": name, "seconds": t, "x vanilla": t / seconds["vanilla"],

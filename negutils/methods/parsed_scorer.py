@@ -45,8 +45,8 @@ class QueryEdit:
 @dataclass(frozen=True)
 class Fold:
     """A score edit ``image . vector + constant + sum_k weight_k * column_k(image)``: the vector rides in
-    the cosine's matrix product, the rest is added to each block of it; ``derived`` holds (column key, weight) pairs of the scorer's
-    per-gallery ``_derived_column``s."""
+    the cosine's matrix product, the rest is added to each block of it; ``derived`` holds (column key,
+    weight) pairs of the scorer's per-gallery ``_derived_column``s."""
     vector: torch.Tensor | None = None
     constant: float = 0.0
     derived: tuple[tuple[Hashable, float], ...] = ()
