@@ -89,7 +89,7 @@ def test_gallery_scores_equal_the_per_caption_formulas(scorers, n):
 
 def test_a_changed_setting_works_the_queries_out_again(scorers):
     """The scorer keeps what each caption adds per gallery; ``pool_weight_sweep`` changes w_n on the
-    scorer between calls, and each call must score with the weight it is given."""
+    scorer between calls, and each call must score with the weight (and kappa) it is given."""
     feats = gallery(200, seed=6)
     swept = KtnScorer(None, hashed_encoder, VOCABULARY)
     swept.score(feats, CAPTIONS)
@@ -97,6 +97,10 @@ def test_a_changed_setting_works_the_queries_out_again(scorers):
         swept.pool_weight = weight
         fresh = KtnScorer(None, hashed_encoder, VOCABULARY, pool_weight=weight)
         assert torch.equal(swept.score(feats, CAPTIONS), fresh.score(feats, CAPTIONS))
+    swept.kappa = 20.0                  # the folded columns (C+ empty) are sigmoids of kappa
+    assert torch.equal(swept.score(feats, CAPTIONS),
+                       KtnScorer(None, hashed_encoder, VOCABULARY, kappa=20.0).score(feats, CAPTIONS))
+    swept.kappa = 50.0
     assert not torch.equal(swept.score(feats, CAPTIONS),
                            KtnScorer(None, hashed_encoder, VOCABULARY, pool_weight=0.5).score(feats, CAPTIONS))
 

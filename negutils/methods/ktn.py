@@ -216,7 +216,7 @@ class KtnScorer(ParsedTextScorer):
         weight = -self.weight(pool)
         reference = int(slot_columns[0, -1])               # C+ empty: every caption's reference column
 
-        def edit(rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        def edit(rows: torch.Tensor) -> torch.Tensor:
             if n_pos:
                 tau = sum(rows.index_select(1, slot_columns[:, n_neg + k]) for k in range(n_pos)) / n_pos
             else:

@@ -140,7 +140,7 @@ class LcseScorer(ParsedTextScorer):
         if literals_ is None or self._saturates(slot_columns.unique().numpy()):
             return super()._block_edit(shape, slot_columns, pool)
 
-        def edit(rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        def edit(rows: torch.Tensor) -> torch.Tensor:
             z = [rows.index_select(1, slot_columns[:, k]).sub_(mu).mul_(beta) for k in range(slot_columns.shape[1])]
             if len(literals_) == 1:
                 return z[literals_[0][0]].mul_(-2.0 / beta)

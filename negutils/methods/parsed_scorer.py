@@ -65,7 +65,7 @@ class ParsedTextScorer:
         self._text: dict[str, torch.Tensor] = {}
         self._corrected: dict[str, torch.Tensor] = {}
         self.fallbacks: set[str] = set()
-        self._derived: tuple[torch.Tensor | None, dict, torch.Tensor] = (None, {}, torch.empty(0))
+        self._derived: tuple[torch.Tensor | None, Hashable, dict, torch.Tensor] = (None, (), {}, torch.empty(0))
         self._gallery_queries: tuple[torch.Tensor | None, tuple, dict[str, QueryEdit]] = (None, (), {})
 
     def image_features(self, split, indices) -> torch.Tensor:
@@ -126,16 +126,17 @@ class ParsedTextScorer:
         raise NotImplementedError
 
     def _derived_matrix(self, image_features: torch.Tensor, keys: Sequence) -> tuple[torch.Tensor, dict]:
-        """[I, K] every derived column asked for so far on this gallery, computed once per gallery
-        (grown when a new key appears), with the position of each key."""
-        gallery, position, matrix = self._derived
-        if gallery is not image_features:
+        """[I, K] every derived column asked for so far on this gallery, computed once per gallery and
+        setting (grown when a new key appears), with the position of each key."""
+        gallery, settings, position, matrix = self._derived
+        if gallery is not image_features or settings != self._edit_settings():
             gallery, position, matrix = image_features, {}, torch.empty(len(image_features), 0)
+            settings = self._edit_settings()
         new = [k for k in dict.fromkeys(keys) if k not in position]
         if new:
             position.update({k: matrix.shape[1] + j for j, k in enumerate(new)})
             matrix = torch.cat([matrix] + [self._derived_column(image_features, k)[:, None] for k in new], dim=1)
-        self._derived = (gallery, position, matrix)
+        self._derived = (gallery, settings, position, matrix)
         return matrix, position
 
     def _edit_values(self, shape, slots: list[np.ndarray], pool: int) -> np.ndarray:
@@ -217,16 +218,15 @@ class ParsedTextScorer:
             if derived:
                 block.addmm_(matrix[start:stop], derived_weights)
             for positions, block_edit in editors:
-                block.index_add_(1, positions, block_edit(concepts[start:stop], start, stop))
+                block.index_add_(1, positions, block_edit(concepts[start:stop]))
         return edit
 
-    def _block_edit(self, shape, slot_columns: torch.Tensor, pool: int) -> Callable[..., torch.Tensor]:
-        """The elementwise edit of G captions of one ``shape``, as a function of one block of images (its
-        rows [B, V] of the image x concept matrix, and where it starts and stops in the gallery) giving
-        [B, G] float32 edits; ``slot_columns`` [G, S] holds the column of each caption's slot. By
-        default ``_edit_values`` in float64; methods override it with a faster form of the same
-        expression (chosen once per call, not per block)."""
-        def float64_edit(rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    def _block_edit(self, shape, slot_columns: torch.Tensor, pool: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The elementwise edit of G captions of one ``shape``, as a function of one block of images'
+        rows [B, V] of the image x concept matrix giving [B, G] float32 edits; ``slot_columns`` [G, S]
+        holds the column of each caption's slot. By default ``_edit_values`` in float64; methods
+        override it with a faster form of the same expression (chosen once per call, not per block)."""
+        def float64_edit(rows: torch.Tensor) -> torch.Tensor:
             slots = [rows.index_select(1, slot_columns[:, k]).double().numpy() for k in range(slot_columns.shape[1])]
             return torch.from_numpy(self._edit_values(shape, slots, pool).astype(np.float32))
         return float64_edit
