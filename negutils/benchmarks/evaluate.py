@@ -47,8 +47,8 @@ def scores_in_blocks(image_features: torch.Tensor, text: torch.Tensor,
     """[I, Q] ``image_features @ text.T``, computed one block of images at a time into one output, and
     ``edit(block, start, stop)`` applied to each block in place right after its product, while the
     block is still in cache (KTN's and LCSE's per-image score edits). Row by row the same matrix
-    product as the one-shot ``@`` (equal bit for bit on the CPUs measured; tests/test_evaluate.py),
-    and no slower: ``bench/training_free_overhead.py`` times both."""
+    product as the one-shot ``@`` (equal bit for bit on the CPUs measured; tests/test_evaluate.py);
+    ``bench/training_free_overhead.py`` times both, and neither is reliably the faster there."""
     scores = torch.empty(len(image_features), len(text), dtype=torch.result_type(image_features, text),
                          device=image_features.device)
     rows = max(256, SCORE_BLOCK_VALUES // max(1, len(text)))

@@ -214,7 +214,7 @@ class KtnScorer(ParsedTextScorer):
         ``_edit_values`` differs by < 1e-6, tested)."""
         n_neg, n_pos = shape
         weight = -self.weight(pool)
-        reference = int(slot_columns[0, -1])               # C+ empty: every caption's reference column
+        reference = None if n_pos else int(slot_columns[0, -1])    # C+ empty: every caption's reference column
 
         def edit(rows: torch.Tensor) -> torch.Tensor:
             if n_pos:

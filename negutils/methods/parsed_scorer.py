@@ -163,8 +163,8 @@ class ParsedTextScorer:
         plan left to compute elementwise."""
         gallery, key, known = self._gallery_queries
         if gallery is not image_features or key != (pool, self._edit_settings()):
-            known = {}
-            self._gallery_queries = (image_features, (pool, self._edit_settings()), known)
+            key, known = (pool, self._edit_settings()), {}
+            self._gallery_queries = (image_features, key, known)
         todo = [c for c in dict.fromkeys(captions) if c not in known]
         if todo:
             for caption, text, plan in zip(todo, self.corrected(todo), self._plans(todo)):
@@ -181,15 +181,14 @@ class ParsedTextScorer:
         given the folds' constants and columns and one array expression per remaining plan shape
         over the gallery's cached image x concept matrix, while it is in cache."""
         queries = self._queries(image_features, captions, pool)
-        text = (torch.stack([q.text for q in queries]) if queries
-                else torch.empty(0, image_features.shape[1]))
-        return scores_in_blocks(image_features.float(), text, self._block_edits(image_features, queries, pool))
+        return scores_in_blocks(image_features.float(), _text_of(queries, image_features.shape[1]),
+                                self._block_edits(image_features, queries, pool))
 
     def product_scores(self, image_features, captions) -> torch.Tensor:
         """The first step of ``_score`` alone: the cosines with the queries' text vectors, no edits
         (``bench/training_free_overhead.py`` times it to show what the edits cost)."""
         queries = self._queries(image_features, list(captions), len(image_features))
-        return scores_in_blocks(image_features.float(), torch.stack([q.text for q in queries]))
+        return scores_in_blocks(image_features.float(), _text_of(queries, image_features.shape[1]))
 
     def _block_edits(self, image_features, queries: list[QueryEdit], pool):
         """The function ``scores_in_blocks`` applies to each block of images (None if no query edits):
@@ -245,6 +244,11 @@ class ParsedTextScorer:
                 slots = [sims[pairs, slot_columns[:, k]].astype(np.float64) for k in range(slot_columns.shape[1])]
                 flat[pairs] += self._edit_values(shape, slots, pool).astype(np.float32)
         return out
+
+
+def _text_of(queries: Sequence[QueryEdit], width: int) -> torch.Tensor:
+    """[Q, width] the text vectors the queries are scored with ([0, width] for none)."""
+    return torch.stack([q.text for q in queries]) if queries else torch.empty(0, width)
 
 
 def _group_by_shape(plans: Sequence[EditPlan | None]) -> dict:
