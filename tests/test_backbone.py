@@ -212,6 +212,34 @@ def test_scorers_on_a_loaded_backbone_share_image_embeddings_keyed_by_file(tiny,
         del tiny.encode_images
 
 
+def test_chapter_00s_whole_split_encoding_is_what_the_scorers_read_back(tiny_world):
+    from negutils.benchmarks import ClipScorer, split_image_embeddings
+    from negutils.diagnosis import backbone_retrieval_recall, object_recognition
+    from negutils.world.coco import load_split
+
+    fresh = load_backbone("negbook-tiny")                       # an empty image memo
+    val = load_split(tiny_world / "val")
+    own = backbone_retrieval_recall(fresh, val), object_recognition(fresh, val)[1]     # each encodes for itself
+    calls = []
+    original = fresh.encode_images
+
+    def counting(images, *args, **kwargs):
+        calls.append(len(images))
+        return original(images, *args, **kwargs)
+
+    fresh.encode_images = counting
+    images = split_image_embeddings(fresh, val)
+    assert calls == [len(val)] and torch.equal(images, original(val.images()))   # as recognition encodes it
+    shared = (backbone_retrieval_recall(fresh, val, image_embeddings=images),
+              object_recognition(fresh, val, image_embeddings=split_image_embeddings(fresh, val))[1])
+    scored = ClipScorer(fresh).image_features(val, [4, 1])
+    assert calls == [len(val)]                                  # the recognition check and the scorer read them back
+    assert shared == own and torch.equal(scored, images[[4, 1]])
+    for check in (backbone_retrieval_recall, object_recognition):
+        with pytest.raises(ValueError, match=r"image_embeddings has 3 rows; split 'val' has \d+ images"):
+            check(fresh, val, image_embeddings=images[:3])
+
+
 def test_a_caption_cut_at_the_context_length_warns_and_one_that_just_fits_does_not(tiny):
     import warnings
 

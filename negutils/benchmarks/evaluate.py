@@ -102,6 +102,14 @@ class ClipScorer:
         return scores_in_blocks(image_features, self.text_features(captions))
 
 
+def split_image_embeddings(backbone: Backbone, split: CocoSplit) -> torch.Tensor:
+    """Every image of ``split``, by index, as the vanilla scorer encodes it (plain, in batches of 256
+    in file order), through the frozen backbone's image memo: a chapter that encodes a whole split
+    for a check of its own (chapter 00's retrieval and recognition) leaves the embeddings the
+    benchmark chapters read, instead of encoding the same images again."""
+    return ClipScorer(backbone).image_features(split, np.arange(len(split)))
+
+
 def image_keys(split: CocoSplit, indices: Sequence[int], flip_average: bool) -> dict[int, str]:
     """{index: what the image's embedding is kept under}: the file (path, size and modification
     time, so an image replaced in place is encoded again) and whether its flips are averaged. Every

@@ -13,7 +13,8 @@ from .ktn_theory import (lemma1_check, lemma1_summary, pick_showcase_gallery, po
                          score_separation, top_k_scores)
 from .recognition import ORGANISM_TARGETS, object_recognition, organism_targets
 # the organism's retrieval check, which chapter 00 reads beside its recognition checks, lives with
-# pretraining (which evaluates with it)
+# pretraining (which evaluates with it); both read a split's images encoded as the benchmarks encode them
+from ..benchmarks.evaluate import split_image_embeddings
 from ..models.pretrain import backbone_retrieval_recall
 
 __all__ = ["ConceptBank", "KTN_TEMPLATES", "LcdAnalysis", "against_untrained", "backbone_retrieval_recall",
@@ -22,4 +23,4 @@ __all__ = ["ConceptBank", "KTN_TEMPLATES", "LcdAnalysis", "against_untrained", "
            "divergence_per_item", "lcd_analysis", "lemma1_check", "lemma1_summary", "lcd_by_structure",
            "load_layer_choice", "negation_cosines", "object_recognition", "organism_targets",
            "peak_with_rising_alignment", "pick_showcase_gallery", "pool_weight_sweep", "probe_accuracy", "reword",
-           "score_separation", "select_layers", "text_coefficients", "top_k_scores"]
+           "score_separation", "select_layers", "split_image_embeddings", "text_coefficients", "top_k_scores"]

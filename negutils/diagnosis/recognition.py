@@ -17,8 +17,12 @@ from ..world.coco import CocoSplit
 def object_recognition(backbone: Backbone, split: CocoSplit, template: str = "This image features {a_x}.",
                        image_embeddings=None) -> tuple[pd.DataFrame, dict]:
     """Per category: detection AUC of the prompt's score (images containing the category against
-    the rest) and zero-shot accuracy on one-object images. Returns (per-category table, summary)."""
+    the rest) and zero-shot accuracy on one-object images. Returns (per-category table, summary).
+    ``image_embeddings``: every image of the split, by index, already encoded."""
     categories = split.categories
+    if image_embeddings is not None and len(image_embeddings) != len(split):
+        raise ValueError(f"image_embeddings has {len(image_embeddings)} rows; split {split.name!r} has "
+                         f"{len(split)} images")
     img = backbone.encode_images(split.images()) if image_embeddings is None else image_embeddings
     txt = backbone.encode_text([template.format(a_x=with_article(c), x=c) for c in categories])
     scores = (img @ txt.T).numpy()

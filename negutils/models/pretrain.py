@@ -100,12 +100,18 @@ def _batches(split: CocoSplit, config: PretrainConfig):
                 return
 
 
-def backbone_retrieval_recall(backbone: Backbone, split: CocoSplit, n_images: int | None = None) -> dict:
+def backbone_retrieval_recall(backbone: Backbone, split: CocoSplit, n_images: int | None = None,
+                              image_embeddings: torch.Tensor | None = None) -> dict:
     """Zero-shot text->image and image->text recall of a bare backbone on the split's affirmative
     full captions, the gallery being the queried images (what pretraining is checked with; a
-    scorer's benchmark retrieval is ``benchmarks.evaluate.evaluate_retrieval``)."""
+    scorer's benchmark retrieval is ``benchmarks.evaluate.evaluate_retrieval``).
+    ``image_embeddings``: every image of the split, by index, already encoded (the frozen
+    backbone's shared ones) instead of encoding the queried images here."""
     idx, queries = retrieval_queries(split, n_images)
-    img = backbone.encode_images(split.images(idx))
+    if image_embeddings is not None and len(image_embeddings) != len(split):
+        raise ValueError(f"image_embeddings has {len(image_embeddings)} rows; split {split.name!r} has "
+                         f"{len(split)} images")
+    img = backbone.encode_images(split.images(idx)) if image_embeddings is None else image_embeddings[idx]
     txt = backbone.encode_text(queries)
     return retrieval_recall(txt @ img.T)
 
