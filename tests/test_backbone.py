@@ -181,6 +181,20 @@ def test_a_loaded_backbone_encodes_each_caption_once_and_a_training_wrapper_ever
         del tiny.text_tower.encode_by_length
 
 
+def count_image_encodes(backbone) -> list[int]:
+    """Replaces ``backbone.encode_images`` (on the instance: ``del backbone.encode_images`` restores
+    it) by one that records how many images each call encodes; returns that record."""
+    calls = []
+    original = backbone.encode_images
+
+    def counting(images, *args, **kwargs):
+        calls.append(len(images))
+        return original(images, *args, **kwargs)
+
+    backbone.encode_images = counting
+    return calls
+
+
 def test_scorers_on_a_loaded_backbone_share_image_embeddings_keyed_by_file(tiny, tiny_world):
     import dataclasses
 
@@ -188,14 +202,7 @@ def test_scorers_on_a_loaded_backbone_share_image_embeddings_keyed_by_file(tiny,
     from negutils.world.coco import load_split
 
     val = load_split(tiny_world / "val")
-    calls = []
-    original = tiny.encode_images
-
-    def counting(images, *args, **kwargs):
-        calls.append(len(images))
-        return original(images, *args, **kwargs)
-
-    tiny.encode_images = counting
+    calls = count_image_encodes(tiny)
     try:
         first = ClipScorer(tiny).image_features(val, [0, 1, 2])
         again = ClipScorer(tiny, name="another").image_features(val, [2, 0, 3])
@@ -220,16 +227,10 @@ def test_chapter_00s_whole_split_encoding_is_what_the_scorers_read_back(tiny_wor
     fresh = load_backbone("negbook-tiny")                       # an empty image memo
     val = load_split(tiny_world / "val")
     own = backbone_retrieval_recall(fresh, val), object_recognition(fresh, val)[1]     # each encodes for itself
-    calls = []
-    original = fresh.encode_images
-
-    def counting(images, *args, **kwargs):
-        calls.append(len(images))
-        return original(images, *args, **kwargs)
-
-    fresh.encode_images = counting
+    calls = count_image_encodes(fresh)
     images = split_image_embeddings(fresh, val)
-    assert calls == [len(val)] and torch.equal(images, original(val.images()))   # as recognition encodes it
+    assert calls == [len(val)]
+    assert torch.equal(images, type(fresh).encode_images(fresh, val.images()))     # as recognition encodes it
     shared = (backbone_retrieval_recall(fresh, val, image_embeddings=images),
               object_recognition(fresh, val, image_embeddings=split_image_embeddings(fresh, val))[1])
     scored = ClipScorer(fresh).image_features(val, [4, 1])
