@@ -11,6 +11,7 @@ import pandas as pd
 from ..core.metrics import choice_credit, roc_auc
 from ..core.phrasing import with_article
 from ..models.backbone import Backbone
+from ..models.retrieval import check_split_rows
 from ..world.coco import CocoSplit
 
 
@@ -20,9 +21,7 @@ def object_recognition(backbone: Backbone, split: CocoSplit, template: str = "Th
     the rest) and zero-shot accuracy on one-object images. Returns (per-category table, summary).
     ``image_embeddings``: every image of the split, by index, already encoded."""
     categories = split.categories
-    if image_embeddings is not None and len(image_embeddings) != len(split):
-        raise ValueError(f"image_embeddings has {len(image_embeddings)} rows; split {split.name!r} has "
-                         f"{len(split)} images")
+    check_split_rows(image_embeddings, split)
     img = backbone.encode_images(split.images()) if image_embeddings is None else image_embeddings
     txt = backbone.encode_text([template.format(a_x=with_article(c), x=c) for c in categories])
     scores = (img @ txt.T).numpy()

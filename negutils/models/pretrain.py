@@ -29,7 +29,7 @@ from .backbone import (
     load_backbone,
     save_checkpoint,
 )
-from .retrieval import retrieval_queries, retrieval_recall
+from .retrieval import check_split_rows, retrieval_queries, retrieval_recall
 from .weights import LoadReport
 
 # Bump when the training loop changes meaning, so cached checkpoints are retrained.
@@ -108,9 +108,7 @@ def backbone_retrieval_recall(backbone: Backbone, split: CocoSplit, n_images: in
     ``image_embeddings``: every image of the split, by index, already encoded (the frozen
     backbone's shared ones) instead of encoding the queried images here."""
     idx, queries = retrieval_queries(split, n_images)
-    if image_embeddings is not None and len(image_embeddings) != len(split):
-        raise ValueError(f"image_embeddings has {len(image_embeddings)} rows; split {split.name!r} has "
-                         f"{len(split)} images")
+    check_split_rows(image_embeddings, split)
     img = backbone.encode_images(split.images(idx)) if image_embeddings is None else image_embeddings[idx]
     txt = backbone.encode_text(queries)
     return retrieval_recall(txt @ img.T)

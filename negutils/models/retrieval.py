@@ -7,6 +7,13 @@ from ..core.metrics import recall_at_k
 from ..world.coco import CocoSplit
 
 
+def check_split_rows(embeddings, split: CocoSplit) -> None:
+    """A ``ValueError`` naming the split unless ``embeddings`` (None passes) has one row per image of
+    it: embeddings given by split index would otherwise score images against other images' rows."""
+    if embeddings is not None and len(embeddings) != len(split):
+        raise ValueError(f"image_embeddings has {len(embeddings)} rows; split {split.name!r} has {len(split)} images")
+
+
 def retrieval_queries(split: CocoSplit, n_images: int | None = None) -> tuple[np.ndarray, list[str]]:
     """The first caption of each image when it is affirmative (not negated), for the first
     ``n_images`` images. Returns (image indices, captions)."""
