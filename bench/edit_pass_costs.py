@@ -2,10 +2,11 @@
 (image, query) pairs costs, as a multiple of the holistic matrix product it is added to.
 
 An edit that combines two concepts per query (KTN with one affirmed concept, LCSE's "A and not B")
-cannot ride in the cosine's matrix product, so it needs at least: two gathers of the query's concept
-columns from the cached image x concept matrix, one transcendental (KTN's sigmoid, LCSE's log) and
-one accumulation into the scores. Each row here times one such pass alone, in blocks of images as
-``ParsedTextScorer._score`` runs them, into preallocated buffers (no allocation counted), over the
+cannot ride in the cosine's matrix product, so computed on every call it needs at least: two gathers
+of the query's concept columns from the cached image x concept matrix, one transcendental (KTN's
+sigmoid, LCSE's log) and one accumulation into the scores. (The scorers now compute each plan's edit
+once per gallery, as a column, so this floor bounds a gallery's first call, not every call.) Each row
+here times one such pass alone, in blocks of images, into preallocated buffers (no allocation counted), over the
 same 21 edited queries of 64 that ``bench/training_free_overhead.py`` scores. The sum of the
 cheapest passes plus that bench's "matrix product x vanilla" column is the least any eager,
 unfused implementation can cost; a fused kernel (one loop doing all of it per pair) is what would

@@ -1,4 +1,5 @@
-"""What a fused kernel buys LCSE's two-concept edit: the eager closed form the scorer runs today
+"""What a fused kernel buys LCSE's two-concept edit: the eager closed form the scorer ran on every call
+(it now computes it once per gallery and plan, ``PlanColumn``)
 against the same expression compiled by ``torch.compile`` (one generated loop per pair), as
 multiples of holistic scoring, beside the eager floor of ``bench/edit_pass_costs.py``.
 

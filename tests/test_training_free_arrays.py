@@ -151,7 +151,7 @@ def test_a_replaced_vector_invalidates_its_column():
 
 def test_single_concept_edits_ride_in_the_cosines_matrix_product(scorers, monkeypatch):
     """KTN with C+ empty and LCSE's "not A" are folded into the holistic product; only edits that
-    combine concepts per query (KTN with C+, LCSE over several literals) take the elementwise blocks."""
+    combine concepts per query (KTN with C+, LCSE over several literals) are computed elementwise."""
     ktn, lcse = scorers
     feats = gallery(300, seed=5)
     blocks = []
@@ -171,3 +171,39 @@ def test_single_concept_edits_ride_in_the_cosines_matrix_product(scorers, monkey
     assert {name for name, _ in blocks} == {"KTN", "LCSE"}
     assert all(shape[1] > 0 for name, shape in blocks if name == "KTN")
     assert all(len(literals(json.loads(shape))) > 1 for name, shape in blocks if name == "LCSE")
+
+
+def test_each_plans_edit_is_computed_once_per_gallery(monkeypatch):
+    """An edit that does not fold is a column of the gallery: computed by ``_block_edit`` on the first
+    call that needs it, read back by later calls and by other captions with the same plan, and
+    computed again for a new gallery."""
+    calls = []
+    elementwise = KtnScorer._block_edit
+    monkeypatch.setattr(KtnScorer, "_block_edit", lambda self, shape, slot_columns, pool:
+                        calls.append(len(slot_columns)) or elementwise(self, shape, slot_columns, pool))
+    ktn = KtnScorer(None, hashed_encoder, VOCABULARY)
+    feats = gallery(3000, seed=7)
+    first = ["A cat but no dog.", "A table but not a cat."]
+    ktn.score(feats, first)
+    assert calls == [2]                                      # one shape, its two plans in one call
+    same_plan = "This image features a cat, but no dog."
+    assert ktn._plans([same_plan]) == ktn._plans(first[:1])
+    scores = ktn.score(feats, [same_plan, *first])
+    assert calls == [2]
+    assert np.allclose(scores.numpy(), ktn_by_caption(ktn, feats, [same_plan, *first], pool=3000), rtol=0, atol=1e-6)
+    ktn.score(gallery(3000, seed=8), first)
+    assert calls == [2, 2]
+
+
+@pytest.mark.parametrize("n", [300, 40000])
+def test_edit_columns_added_by_product_or_by_gather_give_the_same_scores(scorers, n, monkeypatch):
+    """The derived columns enter each block through a [K, Q] matrix product or a gather per (query,
+    column) pair, whichever is cheaper; both are the same sums."""
+    from negutils.methods import parsed_scorer
+    feats = gallery(n, seed=9)
+    for scorer in scorers:
+        scored = {}
+        for cost in (0, 10 ** 9):                  # 0: always gather; 10**9: always the product
+            monkeypatch.setattr(parsed_scorer, "GATHERED_PAIR_COST", cost)
+            scored[cost] = scorer.score(feats, CAPTIONS).numpy()
+        assert np.allclose(scored[0], scored[10 ** 9], rtol=0, atol=1e-7)

@@ -4,13 +4,15 @@ refuses are scored holistically and counted. Subclasses override ``_correct`` (t
 and ``_edit_plan`` / ``_block_edit`` (the per-image score change, computed for every caption
 of one parse shape at once from the gallery's cached image x concept matrix).
 
-Scoring a gallery is one pass over it in blocks of images (``scores_in_blocks``): each block's
-cosines, then every edit added to them while the block is in cache. An edit that is a fixed
-weighted sum of per-image columns (LCSE's "not A": -2 (s_A - mu), linear in the image; KTN's
+A caption's edit depends on the image and on its plan (parse shape and concepts), not on the rest
+of the caption, so it is a per-gallery column like the image x concept matrix: an edit that is a
+fixed weighted sum of per-image columns (LCSE's "not A": -2 (s_A - mu), linear in the image; KTN's
 rejection with C+ empty: a sigmoid of one concept column, the same for every query that negates
-that concept) is a ``Fold``: its vector joins the query's text vector, its constant and its columns
-are added to the block. Only edits that combine several concepts per query (KTN with C+, LCSE's AND)
-are computed elementwise. What each caption contributes is worked out once per gallery."""
+that concept) is a ``Fold``, its vector joining the query's text vector; any other plan's edit
+(KTN with C+, LCSE's AND) is computed by ``_block_edit`` over the gallery once, the first time a
+caption with that plan is scored on it (``PlanColumn``). Scoring a gallery is then one pass over it
+in blocks of images (``scores_in_blocks``): each block's cosines, then its rows of those columns
+added, as one small matrix product or gathered per query, whichever costs fewer operations."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..benchmarks.evaluate import scores_in_blocks
+from ..benchmarks.evaluate import SCORE_BLOCK_VALUES, scores_in_blocks
 from ..core.logic import literals
 from .parsing import CaptionParse, parse_captions
 
@@ -33,13 +35,20 @@ class EditPlan:
 
 
 @dataclass(frozen=True)
+class PlanColumn:
+    """The key of a derived column holding a plan's whole edit on the gallery for one candidate pool
+    (KTN's w_n = 1/N), computed by the scorer's ``_block_edit`` once per gallery and setting."""
+    plan: EditPlan
+    pool: int
+
+
+@dataclass(frozen=True)
 class QueryEdit:
     """One caption on one gallery: the text vector it is scored with (a ``Fold``'s vector in it),
-    the fold's constant and (derived column, weight) pairs, and the plan to compute elementwise."""
+    the constant and the (derived column, weight) pairs added to its cosines."""
     text: torch.Tensor
     constant: float
     derived: tuple[tuple[Hashable, float], ...]
-    plan: EditPlan | None
 
 
 @dataclass(frozen=True)
@@ -118,7 +127,7 @@ class ParsedTextScorer:
         return ()
 
     def _fold(self, plan: EditPlan, image_features: torch.Tensor, pool: int) -> Fold | None:
-        """The plan's edit as a ``Fold`` on this gallery, or None to compute it elementwise."""
+        """The plan's edit as a ``Fold`` on this gallery, or None for a ``PlanColumn`` (``_block_edit``, once)."""
         return None
 
     def _derived_column(self, image_features: torch.Tensor, key) -> torch.Tensor:
@@ -135,9 +144,29 @@ class ParsedTextScorer:
         new = [k for k in dict.fromkeys(keys) if k not in position]
         if new:
             position.update({k: matrix.shape[1] + j for j, k in enumerate(new)})
-            matrix = torch.cat([matrix] + [self._derived_column(image_features, k)[:, None] for k in new], dim=1)
+            planned = self._plan_columns(image_features, [k for k in new if isinstance(k, PlanColumn)])
+            columns = [planned[k] if k in planned else self._derived_column(image_features, k) for k in new]
+            matrix = torch.cat([matrix, torch.stack(columns, dim=1)], dim=1)
         self._derived = (gallery, settings, position, matrix)
         return matrix, position
+
+    def _plan_columns(self, image_features: torch.Tensor, keys: Sequence[PlanColumn]) -> dict[PlanColumn, torch.Tensor]:
+        """[I] float32 edit of each plan over the whole gallery: one ``_block_edit`` per shape and pool,
+        applied to the image x concept matrix a block of images at a time (so its temporaries stay in cache)."""
+        groups: dict = {}
+        for key in keys:
+            groups.setdefault((key.plan.shape, key.pool), []).append(key)
+        columns = {}
+        for (shape, pool), members in groups.items():
+            slot_columns = self.bank.columns(image_features, [n for key in members for n in key.plan.concepts])
+            block_edit = self._block_edit(shape, torch.from_numpy(slot_columns.reshape(len(members), -1)), pool)
+            concepts = torch.from_numpy(self.bank.matrix)            # after this group's columns exist
+            edits = torch.empty(len(image_features), len(members))
+            rows = max(256, SCORE_BLOCK_VALUES // len(members))
+            for start in range(0, len(image_features), rows):
+                edits[start:start + rows] = block_edit(concepts[start:start + rows])
+            columns.update(zip(members, edits.T))
+        return columns
 
     def _edit_values(self, shape, slots: list[np.ndarray], pool: int) -> np.ndarray:
         """The score change for every caption of one ``shape`` at once: ``slots[k]`` holds the
@@ -159,8 +188,8 @@ class ParsedTextScorer:
 
     def _queries(self, image_features: torch.Tensor, captions: Sequence[str], pool: int) -> list[QueryEdit]:
         """What each caption adds to the gallery's cosines, worked out once per caption and gallery:
-        its text vector with any ``Fold``'s vector in it, the fold's constant and columns, and the
-        plan left to compute elementwise."""
+        its text vector with any ``Fold``'s vector in it, and the fold's constant and columns (a plan
+        that does not fold is one ``PlanColumn``)."""
         gallery, key, known = self._gallery_queries
         if gallery is not image_features or key != (pool, self._edit_settings()):
             key, known = (pool, self._edit_settings()), {}
@@ -168,21 +197,20 @@ class ParsedTextScorer:
         todo = [c for c in dict.fromkeys(captions) if c not in known]
         if todo:
             for caption, text, plan in zip(todo, self.corrected(todo), self._plans(todo)):
-                fold = None if plan is None else self._fold(plan, image_features, pool)
-                if fold is None:
-                    known[caption] = QueryEdit(text, 0.0, (), plan)
-                else:
-                    vector = text if fold.vector is None else text + fold.vector
-                    known[caption] = QueryEdit(vector, fold.constant, fold.derived, None)
+                if plan is None:
+                    known[caption] = QueryEdit(text, 0.0, ())
+                    continue
+                fold = self._fold(plan, image_features, pool) or Fold(derived=((PlanColumn(plan, pool), 1.0),))
+                vector = text if fold.vector is None else text + fold.vector
+                known[caption] = QueryEdit(vector, fold.constant, fold.derived)
         return [known[c] for c in captions]
 
     def _score(self, image_features, captions, pool) -> torch.Tensor:
-        """The cosines with every ``Fold``'s vector, a block of images at a time, each block then
-        given the folds' constants and columns and one array expression per remaining plan shape
-        over the gallery's cached image x concept matrix, while it is in cache."""
+        """The cosines with every ``Fold``'s vector, a block of images at a time, each block then given
+        the queries' constants and their rows of the gallery's derived columns while it is in cache."""
         queries = self._queries(image_features, captions, pool)
         return scores_in_blocks(image_features.float(), _text_of(queries, image_features.shape[1]),
-                                self._block_edits(image_features, queries, pool))
+                                self._block_edits(image_features, queries))
 
     def product_scores(self, image_features, captions) -> torch.Tensor:
         """The first step of ``_score`` alone: the cosines with the queries' text vectors, no edits
@@ -190,40 +218,34 @@ class ParsedTextScorer:
         queries = self._queries(image_features, list(captions), len(image_features))
         return scores_in_blocks(image_features.float(), _text_of(queries, image_features.shape[1]))
 
-    def _block_edits(self, image_features, queries: list[QueryEdit], pool):
+    def _block_edits(self, image_features, queries: list[QueryEdit]):
         """The function ``scores_in_blocks`` applies to each block of images (None if no query edits):
-        the folds' constants, their derived columns and each plan shape's elementwise edit."""
+        the constants, and the derived columns' rows entering as one small matrix product by a [K, Q]
+        weight matrix, or, where that costs more than a gather per (query, column) pair, gathered."""
         constant = torch.tensor([q.constant for q in queries], dtype=torch.float32)
         has_constant = bool(constant.any())
-        derived = [(j, key, weight) for j, q in enumerate(queries) for key, weight in q.derived]
-        groups = _group_by_shape([q.plan for q in queries])
-        if not (has_constant or derived or groups):
+        pairs = [(j, key, weight) for j, q in enumerate(queries) for key, weight in q.derived]
+        if not (has_constant or pairs):
             return None
-        if derived:      # [K, Q] weights, so each block's columns enter through one small matrix product
-            matrix, position = self._derived_matrix(image_features, [key for _, key, _ in derived])
-            derived_weights = torch.zeros(matrix.shape[1], len(queries)).index_put_(
-                (torch.tensor([position[key] for _, key, _ in derived]), torch.tensor([j for j, _, _ in derived])),
-                torch.tensor([weight for _, _, weight in derived], dtype=torch.float32), accumulate=True)
-        editors = []
-        for shape, (positions, plans) in groups.items():
-            columns = self.bank.columns(image_features, [n for plan in plans for n in plan.concepts])
-            editors.append((torch.from_numpy(positions), self._block_edit(
-                shape, torch.from_numpy(columns.reshape(len(plans), -1)), pool)))
-        concepts = torch.from_numpy(self.bank.matrix) if groups else None    # after every column exists
+        add_derived = None
+        if pairs:
+            matrix, position = self._derived_matrix(image_features, [key for _, key, _ in pairs])
+            add_derived = _derived_adder(torch.tensor([position[key] for _, key, _ in pairs]),
+                                         torch.tensor([j for j, _, _ in pairs]),
+                                         torch.tensor([weight for _, _, weight in pairs], dtype=torch.float32),
+                                         matrix.shape[1], len(queries))
 
         def edit(block: torch.Tensor, start: int, stop: int) -> None:
             if has_constant:
                 block.add_(constant)
-            if derived:
-                block.addmm_(matrix[start:stop], derived_weights)
-            for positions, block_edit in editors:
-                block.index_add_(1, positions, block_edit(concepts[start:stop]))
+            if add_derived is not None:
+                add_derived(block, matrix[start:stop])
         return edit
 
     def _block_edit(self, shape, slot_columns: torch.Tensor, pool: int) -> Callable[[torch.Tensor], torch.Tensor]:
-        """The elementwise edit of G captions of one ``shape``, as a function of one block of images'
+        """The elementwise edit of G plans of one ``shape``, as a function of one block of images'
         rows [B, V] of the image x concept matrix giving [B, G] float32 edits; ``slot_columns`` [G, S]
-        holds the column of each caption's slot. By default ``_edit_values`` in float64; methods
+        holds the column of each plan's slot. By default ``_edit_values`` in float64; methods
         override it with a faster form of the same expression (chosen once per call, not per block)."""
         def float64_edit(rows: torch.Tensor) -> torch.Tensor:
             slots = [rows.index_select(1, slot_columns[:, k]).double().numpy() for k in range(slot_columns.shape[1])]
@@ -244,6 +266,26 @@ class ParsedTextScorer:
                 slots = [sims[pairs, slot_columns[:, k]].astype(np.float64) for k in range(slot_columns.shape[1])]
                 flat[pairs] += self._edit_values(shape, slots, pool).astype(np.float32)
         return out
+
+
+GATHERED_PAIR_COST = 64     # multiply-adds of the product that gathering one (query, column) pair costs (bench)
+
+
+def _derived_adder(columns: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, n_columns: int,
+                   n_queries: int) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """``add(block, rows)`` adding weights[p] * rows[:, columns[p]] to block[:, targets[p]] for every pair p:
+    as ``block += rows @ W`` with the [K, Q] weight matrix W while that product's K x Q multiply-adds per
+    image cost less than gathering the pairs (a few distinct plans and concepts, as in a benchmark's
+    queries), else by gathering (every query its own plan: W's cost would grow with K x Q)."""
+    if n_columns * n_queries <= GATHERED_PAIR_COST * len(columns):
+        matrix = torch.zeros(n_columns, n_queries).index_put_((columns, targets), weights, accumulate=True)
+        return lambda block, rows: block.addmm_(rows, matrix)
+    unit = bool((weights == 1).all())
+
+    def gather(block: torch.Tensor, rows: torch.Tensor) -> None:
+        gathered = rows.index_select(1, columns)
+        block.index_add_(1, targets, gathered if unit else gathered.mul_(weights))
+    return gather
 
 
 def _text_of(queries: Sequence[QueryEdit], width: int) -> torch.Tensor:
