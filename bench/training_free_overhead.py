@@ -9,7 +9,9 @@ the cpu organism (d = 256) and on ViT-B-32's architecture (d = 512, random weigh
 Every scorer, vanilla included, computes its scores one cache-sized block of images at a time
 (``scores_in_blocks``), KTN and LCSE adding each block's rows of their per-gallery edit columns (each
 plan's edit, computed on the gallery's first call) while it is in cache; the row "vanilla, one matrix
-product" is the plain ``image @ text.T`` beside it, so the blocking's own effect shows. Two columns
+product" is the plain ``image @ text.T`` beside it, so the blocking's own effect shows, and the rows
+"KTN, columns gathered" and "LCSE, columns gathered" add the edit columns by the scorers' other path
+(a gather per query and column instead of the [K, Q] product; ``GATHERED_PAIR_COST``). Two columns
 split each method's time into the product of its (corrected) text vectors alone and the edits added
 to it; the last two time the first call on a new gallery (a copy of it), which computes the image x
 concept matrix and every edit column once, text and parses already cached.
@@ -32,6 +34,7 @@ from tap_overhead import negbench_like_captions  # noqa: E402
 
 from negutils.benchmarks import ClipScorer  # noqa: E402
 from negutils.methods import Calibration, EmbeddingCorrectionScorer, KtnScorer, LcseScorer  # noqa: E402
+from negutils.methods import parsed_scorer  # noqa: E402
 from negutils.models import load_backbone  # noqa: E402
 from negutils.report.performance import ONE_SHOT_PRODUCT  # noqa: E402
 from negutils.world import CATEGORY_NAMES  # noqa: E402
@@ -66,6 +69,18 @@ def best_of_interleaved(runs: dict, repeats: int) -> dict[str, float]:
     return best
 
 
+def gathered(run):
+    """``run`` with every per-gallery edit column gathered per (query, column) pair instead of added by
+    the [K, Q] matrix product (``parsed_scorer._derived_adder``'s other branch)."""
+    def with_gathered_columns():
+        saved, parsed_scorer.GATHERED_PAIR_COST = parsed_scorer.GATHERED_PAIR_COST, 0
+        try:
+            return run()
+        finally:
+            parsed_scorer.GATHERED_PAIR_COST = saved
+    return with_gathered_columns
+
+
 def first_call_seconds(scorer, gallery: torch.Tensor, captions: list[str]) -> float:
     """The fastest of ``FIRST_CALLS`` scorings of a fresh copy of ``gallery``: what a new gallery costs
     once (its image x concept matrix and edit columns), the text and parses already cached."""
@@ -93,14 +108,17 @@ def overheads(model_name: str, captions: list[str], galleries: list[int]) -> pd.
         text = vanilla.text_features(captions)
         runs = {name: (lambda s=scorer: s.score(gallery, captions)) for name, scorer in scorers.items()}
         runs[ONE_SHOT_PRODUCT] = lambda: gallery @ text.T
+        # the scorers' other way to add the edit columns, timed so GATHERED_PAIR_COST's choice shows
+        runs.update({f"{name}, columns gathered": gathered(lambda s=scorers[name]: s.score(gallery, captions))
+                     for name in ("KTN", "LCSE")})
         # the blocked product of each method's text vectors alone, without the edits added to its blocks
         runs.update({f"{name} product": (lambda s=scorer: s.product_scores(gallery, captions))
                      for name, scorer in scorers.items() if hasattr(scorer, "product_scores")})
         timed = best_of_interleaved(runs, REPEATS)
-        seconds = {name: timed[name] for name in [*scorers, ONE_SHOT_PRODUCT]}
-        product = {name: timed.get(f"{name} product", t) for name, t in seconds.items()}
+        seconds = {name: timed[name] for name in [*scorers, ONE_SHOT_PRODUCT, *(r for r in runs if "gathered" in r)]}
+        product = {name: timed.get(f"{name.split(',')[0]} product", t) for name, t in seconds.items()}
         first = {name: first_call_seconds(scorer, gallery, captions) for name, scorer in scorers.items()}
-        first[ONE_SHOT_PRODUCT] = seconds[ONE_SHOT_PRODUCT]
+        first.update({name: float("nan") for name in seconds if name not in first})    # not a method of its own
         rows += [{"model": model_name, "embed dim": backbone.embed_dim, "gallery": n, "queries": len(captions),
                   "method": name, "seconds": t, "x vanilla": t / seconds["vanilla"],
                   "matrix product x vanilla": product[name] / seconds["vanilla"],

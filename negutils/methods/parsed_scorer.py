@@ -268,7 +268,10 @@ class ParsedTextScorer:
         return out
 
 
-GATHERED_PAIR_COST = 64     # multiply-adds of the product that gathering one (query, column) pair costs (bench)
+# what gathering one (query, column) pair costs, in units of the [K, Q] product's per-image multiply-add: 63-100
+# measured at d = 256 and 512 (bench/training_free_overhead.py, "columns gathered" rows against the product's);
+# the low end, so the gather (whose cost does not grow with K x Q) is taken a little early rather than late
+GATHERED_PAIR_COST = 64
 
 
 def _derived_adder(columns: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, n_columns: int,
