@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from negutils.core.logic import literals
 from negutils.diagnosis.concepts import ConceptBank
-from negutils.methods import Calibration, KtnScorer, LcseScorer, lcse_correction, rejection_score
+from negutils.methods import Calibration, KtnScorer, LcseScorer, lcse_correction, parsed_scorer, rejection_score
 
 D = 48
 VOCABULARY = ("cat", "dog", "bird", "kite", "car", "bicycle", "table", "cup")
@@ -199,7 +199,6 @@ def test_each_plans_edit_is_computed_once_per_gallery(monkeypatch):
 def test_edit_columns_added_by_product_or_by_gather_give_the_same_scores(scorers, n, monkeypatch):
     """The derived columns enter each block through a [K, Q] matrix product or a gather per (query,
     column) pair, whichever is cheaper; both are the same sums."""
-    from negutils.methods import parsed_scorer
     feats = gallery(n, seed=9)
     for scorer in scorers:
         scored = {}
