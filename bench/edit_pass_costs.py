@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 from tap_overhead import best_of  # noqa: E402
 
-from negutils.benchmarks.evaluate import SCORE_BLOCK_VALUES, scores_in_blocks  # noqa: E402
+from negutils.benchmarks.evaluate import rows_per_block, scores_in_blocks  # noqa: E402
 from negutils.report.performance import eager_edit_floor, read_bench  # noqa: E402
 
 QUERIES, EDITED, CONCEPTS = 64, 21, 40
@@ -41,7 +41,7 @@ def pass_costs(n: int, dim: int) -> list[dict]:
     columns = torch.randint(0, CONCEPTS, (EDITED,), generator=generator)
     edited = torch.arange(EDITED) * 3                                   # the edited queries' positions
     scores = gallery @ text.T
-    block = max(256, SCORE_BLOCK_VALUES // QUERIES)        # the scorer's blocks of images
+    block = rows_per_block(QUERIES)        # the scorer's blocks of images
     buffer = torch.rand(block, EDITED, generator=generator).add_(0.5)
 
     def blocks(step):

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 from tap_overhead import best_of  # noqa: E402
 
-from negutils.benchmarks.evaluate import SCORE_BLOCK_VALUES, scores_in_blocks  # noqa: E402
+from negutils.benchmarks.evaluate import rows_per_block, scores_in_blocks  # noqa: E402
 from negutils.report.performance import read_bench  # noqa: E402
 
 QUERIES, EDITED, CONCEPTS = 64, 21, 40
@@ -78,7 +78,7 @@ def variants(n: int, dim: int) -> list[dict]:
     b = (a + 1 + torch.randint(0, CONCEPTS - 1, (EDITED,), generator=generator)) % CONCEPTS
     edited = torch.arange(EDITED) * 3
     scores = gallery @ text.T
-    block = max(256, SCORE_BLOCK_VALUES // QUERIES)        # the scorer's blocks of images
+    block = rows_per_block(QUERIES)        # the scorer's blocks of images
 
     def eager():
         for start in range(0, n, block):

@@ -41,6 +41,8 @@ from negutils.world import CATEGORY_NAMES  # noqa: E402
 
 REPEATS = 25        # best of: on 2 shared cores single timings vary by 5-20%, and best of 9 still by 10%
 FIRST_CALLS = 3
+# rows timing a method's scores with its edit columns gathered: {row: method}
+GATHERED_ROWS = {f"{name}, columns gathered": name for name in ("KTN", "LCSE")}
 
 
 def main() -> None:
@@ -109,14 +111,14 @@ def overheads(model_name: str, captions: list[str], galleries: list[int]) -> pd.
         runs = {name: (lambda s=scorer: s.score(gallery, captions)) for name, scorer in scorers.items()}
         runs[ONE_SHOT_PRODUCT] = lambda: gallery @ text.T
         # the scorers' other way to add the edit columns, timed so GATHERED_PAIR_COST's choice shows
-        runs.update({f"{name}, columns gathered": gathered(lambda s=scorers[name]: s.score(gallery, captions))
-                     for name in ("KTN", "LCSE")})
+        runs.update({row: gathered(lambda s=scorers[name]: s.score(gallery, captions))
+                     for row, name in GATHERED_ROWS.items()})
         # the blocked product of each method's text vectors alone, without the edits added to its blocks
         runs.update({f"{name} product": (lambda s=scorer: s.product_scores(gallery, captions))
                      for name, scorer in scorers.items() if hasattr(scorer, "product_scores")})
         timed = best_of_interleaved(runs, REPEATS)
-        seconds = {name: timed[name] for name in [*scorers, ONE_SHOT_PRODUCT, *(r for r in runs if "gathered" in r)]}
-        product = {name: timed.get(f"{name.split(',')[0]} product", t) for name, t in seconds.items()}
+        seconds = {name: timed[name] for name in [*scorers, ONE_SHOT_PRODUCT, *GATHERED_ROWS]}
+        product = {name: timed.get(f"{GATHERED_ROWS.get(name, name)} product", t) for name, t in seconds.items()}
         first = {name: first_call_seconds(scorer, gallery, captions) for name, scorer in scorers.items()}
         first.update({name: float("nan") for name in seconds if name not in first})    # not a method of its own
         rows += [{"model": model_name, "embed dim": backbone.embed_dim, "gallery": n, "queries": len(captions),

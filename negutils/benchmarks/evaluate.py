@@ -42,6 +42,12 @@ from ..world.coco import CocoSplit
 SCORE_BLOCK_VALUES = 1 << 18      # scores per block of images: 1 MB of float32, in L2 beside an edit's temporaries
 
 
+def rows_per_block(columns: int) -> int:
+    """How many images a block of ``columns`` values per image holds: ``SCORE_BLOCK_VALUES`` values, at
+    least 256 images."""
+    return max(256, SCORE_BLOCK_VALUES // max(1, columns))
+
+
 def scores_in_blocks(image_features: torch.Tensor, text: torch.Tensor,
                      edit: Callable[[torch.Tensor, int, int], None] | None = None) -> torch.Tensor:
     """[I, Q] ``image_features @ text.T``, computed one block of images at a time into one output, and
@@ -51,7 +57,7 @@ def scores_in_blocks(image_features: torch.Tensor, text: torch.Tensor,
     ``bench/training_free_overhead.py`` times both, and neither is reliably the faster there."""
     scores = torch.empty(len(image_features), len(text), dtype=torch.result_type(image_features, text),
                          device=image_features.device)
-    rows = max(256, SCORE_BLOCK_VALUES // max(1, len(text)))
+    rows = rows_per_block(len(text))
     for start in range(0, len(image_features), rows):
         block = scores[start:start + rows]
         torch.matmul(image_features[start:start + rows], text.T, out=block)

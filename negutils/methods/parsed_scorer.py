@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..benchmarks.evaluate import SCORE_BLOCK_VALUES, scores_in_blocks
+from ..benchmarks.evaluate import rows_per_block, scores_in_blocks
 from ..core.logic import literals
 from .parsing import CaptionParse, parse_captions
 
@@ -162,7 +162,7 @@ class ParsedTextScorer:
             block_edit = self._block_edit(shape, torch.from_numpy(slot_columns.reshape(len(members), -1)), pool)
             concepts = torch.from_numpy(self.bank.matrix)            # after this group's columns exist
             edits = torch.empty(len(image_features), len(members))
-            rows = max(256, SCORE_BLOCK_VALUES // len(members))
+            rows = rows_per_block(len(members))
             for start in range(0, len(image_features), rows):
                 edits[start:start + rows] = block_edit(concepts[start:start + rows])
             columns.update(zip(members, edits.T))
