@@ -5,7 +5,6 @@ inherit), never into the repository's ``artifacts/``; every read below goes thro
 import ast
 import re
 import shutil
-import time
 from collections import defaultdict
 from html import unescape
 from pathlib import Path
@@ -22,14 +21,14 @@ from conftest import findings_box, injected_parameters_of_every_chapter
 
 
 @pytest.fixture(scope="module")
-def smoke_book(smoke_artifacts, dry_run_book, tmp_path_factory):
-    """The smoke book, after the dry run of the real path, whose line chapter 06 adds beside the papers."""
+def smoke_book(smoke_artifacts, dry_run_book, book_runs):
+    """The smoke book, run after the dry run of the real path (whose line chapter 06 adds beside the
+    papers) in the session's background (conftest.BookRuns)."""
     assert get_profile("smoke").artifacts_dir() == smoke_artifacts / "smoke"
-    started = time.time()
-    out = tmp_path_factory.mktemp("book")
-    result = runner.run("smoke", parameters={"real_profile": "gpu-dryrun"}, book_out=out)
+    result, out = book_runs.result("smoke")
     assert result["stage"].is_relative_to(smoke_artifacts)
     # nothing of the run lands in the repository's own artifacts folder
+    started = book_runs.started["smoke"]
     written = [p for p in (REPO_ROOT / "artifacts").rglob("*") if p.is_file() and p.stat().st_mtime >= started]
     assert not written, f"the smoke run wrote into {REPO_ROOT / 'artifacts'}: {written[:5]}"
     return result, out
