@@ -69,7 +69,7 @@ BOOKS = {"dry_run_book": ("gpu-dryrun", []),
 class BookRuns:
     """The books the collected tests need, executed one after the other by ``python -m negutils.run`` in
     a background process from the session's start, so the other tests run while the chapters execute:
-    the books are most of the suite's time, and alone they keep 1.7 (dry run) and 1.5 (smoke) of the 2
+    the books are most of the suite's time, and alone they keep 1.6 (dry run) and 1.5 (smoke) of the 2
     cores busy on average (kernel starts, imports and the book build run on one).
     ``result(profile)`` waits for that book; a failed run fails the tests that need it with the run's
     own message (the notebook and the cell), and the books after it are not started."""
@@ -157,7 +157,7 @@ def book_runs(request, artifacts_root, tmp_path_factory):
 @pytest.fixture(scope="session")
 def dry_run_book(smoke_artifacts, book_runs):
     """The gpu profile's code path on CPU (``gpu-dryrun``): ViT-B-32 with QuickGELU from a random local
-    checkpoint, the smoke world's val and ood splits in COCO's, VOC's and NegBench's published
+    checkpoint, a smoke-sized world's val and ood splits in COCO's, VOC's and NegBench's published
     layouts, every chapter through papermill, and the book built from them."""
     return book_runs.result("gpu-dryrun")
 
