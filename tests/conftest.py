@@ -129,19 +129,22 @@ class BookRuns:
                 os.killpg(self._running.pid, signal.SIGTERM)
 
 
+def last_book_needed(fixtures) -> int:
+    """The position in ``BOOKS`` of the last book that tests with these ``fixtures`` read, -1 for none."""
+    return max((list(BOOKS).index(name) for name in set(fixtures) & set(BOOKS)), default=-1)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The tests that read an executed book run last (each group in its usual order), so the others run
     while ``BookRuns`` executes the books in the background instead of waiting behind the first of them."""
-    items.sort(key=lambda item: max((list(BOOKS).index(n) for n in set(item.fixturenames) & set(BOOKS)), default=-1))
+    items.sort(key=lambda item: last_book_needed(item.fixturenames))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def book_runs(request, artifacts_root, tmp_path_factory):
     """Starts the books that the collected tests need as the session begins (none for a run without them)."""
-    wanted = {name for item in request.session.items for name in item.fixturenames}
-    order = list(BOOKS)         # each book needs the ones before it
-    last = max((order.index(name) for name in wanted & set(BOOKS)), default=-1)
-    profiles = [BOOKS[name][0] for name in order[:last + 1]]
+    last = last_book_needed({name for item in request.session.items for name in item.fixturenames})
+    profiles = [profile for profile, _ in list(BOOKS.values())[:last + 1]]      # each book needs the ones before it
     if not profiles:
         yield None
         return
