@@ -156,6 +156,25 @@ def test_trimmed_encoding_equals_the_full_context_forward(tiny):
     assert torch.allclose(tiny.encode_text_layers(captions, token_layers=[3], batch_size=2).final, full, atol=1e-6)
 
 
+def test_trimmed_encoding_trains_like_the_full_context(tiny):
+    """Pretraining backpropagates through the trimmed forward: the gradient of every text weight is
+    the full-context one's to float rounding, and the positional rows past the longest caption get none."""
+    captions = ["a cat", "a dog beside a red house", "no tree"]
+    text = tiny.tokenize(captions)
+    grads = []
+    for encode in (tiny.model.encode_text, tiny.text_tower.encode):
+        tiny.model.zero_grad(set_to_none=True)
+        encode(text).pow(2).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in tiny.model.named_parameters() if p.grad is not None})
+    tiny.model.zero_grad(set_to_none=True)
+    full, trimmed = grads
+    assert full.keys() == trimmed.keys() and "positional_embedding" in full
+    # float rounding, relative to each gradient's own scale (the token rows' reach ~250)
+    assert all((full[n] - trimmed[n]).abs().max() <= 1e-5 * full[n].abs().max() for n in full)
+    n = int(tiny.text_tower.eos_positions(text).max()) + 1
+    assert n < text.shape[1] and not trimmed["positional_embedding"][n:].any()
+
+
 def test_a_loaded_backbone_encodes_each_caption_once_and_a_training_wrapper_every_time(tiny):
     from negutils.models.backbone import Backbone
 
