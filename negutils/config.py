@@ -193,8 +193,10 @@ PROFILES["gpu-dryrun"] = dataclasses.replace(
     # the smoke run's steps on a quarter of its val and ood images and half its negtrain ones (ViT-B-32 encodes at
     # 224 px: the dry run's main cost; 190 s and 307 CPU-s on 2 cores against 248 and 415 at 64, 32 and 128),
     # written in COCO's and VOC's layouts, so COCO-Confusion takes galleries of 2 images; NegFull fine-tunes all of
-    # ViT-B-32, so one protocol at one alpha (the smoke run covers the others)
+    # ViT-B-32, so one protocol at one alpha (the smoke run covers the others); LCSE calibrates on a third of the
+    # smoke run's pairwise tests (each encodes a pretrain image at 224 px)
     world=dataclasses.replace(PROFILES["smoke"].world, negtrain=64, val=32, ood=16),
+    training_free=TrainingFreeSettings(calibration_samples=10),
     benchmarks=dataclasses.replace(PROFILES["smoke"].benchmarks, confusion=ConfusionConfig(m_min=2, m_max=10)),
     peakpatch=dataclasses.replace(PROFILES["smoke"].peakpatch, protocols=("negbench",), negfull_alphas=(1.0,)),
     description="the gpu profile's path on CPU: ViT-B-32 (QuickGELU, 224 px, 77 tokens) from a random local "

@@ -60,73 +60,101 @@ def book_environment(root: Path) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
 
 
-# The suite's two executed books, in the order they run: the smoke book's chapter 06 puts the dry run's
-# line beside the papers, so it starts once the dry run has finished. {fixture: (profile, run arguments)}
-BOOKS = {"dry_run_book": ("gpu-dryrun", []),
-         "smoke_book": ("smoke", ["-p", "real_profile=gpu-dryrun"])}
+# The runs of ``python -m negutils.run`` behind the suite's two executed books: {run: (profile, runner arguments,
+# the runs it waits for)}. The smoke book's chapter 06 puts the dry run's line beside the papers, so the smoke book
+# runs in two parts: every other chapter but the appendix (which reports every chapter's time) beside the dry run,
+# then those two once both have finished, and the book is built from all of its chapters.
+SMOKE_LAST = ("06_benchmark_tables", "90_performance")
+RUNS = {"gpu-dryrun": ("gpu-dryrun", [], ()),
+        "smoke chapters": ("smoke", ["--only", *(s.stem for s in runner.notebook_sources() if s.stem not in SMOKE_LAST),
+                                     "--no-book"], ()),
+        "smoke": ("smoke", ["--only", *SMOKE_LAST, "-p", "real_profile=gpu-dryrun"], ("gpu-dryrun", "smoke chapters"))}
+# {fixture: the run that builds its book}, in the order the books finish
+BOOKS = {"dry_run_book": "gpu-dryrun", "smoke_book": "smoke"}
+
+
+def runs_behind(run: str) -> list[str]:
+    """``run`` and every run it waits for, directly or not, in ``RUNS`` order."""
+    needed, stack = set(), [run]
+    while stack:
+        name = stack.pop()
+        if name not in needed:
+            needed.add(name)
+            stack += RUNS[name][2]
+    return [name for name in RUNS if name in needed]
 
 
 class BookRuns:
-    """The books the collected tests need, executed one after the other by ``python -m negutils.run`` in
-    a background process from the session's start, so the other tests run while the chapters execute:
-    the books are most of the suite's time, and alone they keep 1.6 (dry run) and 1.5 (smoke) of the 2
-    cores busy on average (kernel starts, imports and the book build run on one).
-    ``result(profile)`` waits for that book; a failed run fails the tests that need it with the run's
-    own message (the notebook and the cell), and the books after it are not started."""
+    """The runs behind the books the collected tests need, started by ``python -m negutils.run`` in background
+    processes from the session's start, each as soon as the runs it waits for have finished, so the other tests
+    run while the chapters execute: the books are most of the suite's time, and alone they keep 1.6 (dry run)
+    and 1.5 (smoke) of the 2 cores busy on average (kernel starts, imports and the book build run on one).
+    ``result(run)`` waits for that run; a failed run fails the tests that need it with the run's own message
+    (the notebook and the cell), and the runs waiting for it are not started."""
 
-    def __init__(self, profiles: list[str], root: Path, book_outs: dict[str, Path], logs: Path):
+    def __init__(self, runs: list[str], root: Path, book_outs: dict[str, Path], logs: Path):
         self.root, self.book_outs, self.logs = root, book_outs, logs
         self.started: dict[str, float] = {}
         self.returncodes: dict[str, int | None] = {}
-        self.finished = {p: threading.Event() for p in profiles}
-        self._running: subprocess.Popen | None = None
+        self.finished = {run: threading.Event() for run in runs}
+        self._running: dict[str, subprocess.Popen] = {}
         self._stopped = False
         self._lock = threading.Lock()       # a run starts, or the session stops them, not both at once
         # kernels that share the cores with the tests wait passively (negutils.schedule's reason)
         self._environment = {**os.environ, **book_environment(root), "OMP_WAIT_POLICY": "PASSIVE"}
-        self._thread = threading.Thread(target=self._run_all, args=(profiles,), daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, args=(run,), daemon=True) for run in runs]
+        for thread in self._threads:
+            thread.start()
 
-    def _command(self, profile: str) -> list[str]:
-        arguments = dict(BOOKS.values())[profile]
-        return [sys.executable, "-m", "negutils.run", "--profile", profile, *arguments,
-                "--book-out", str(self.book_outs[profile])]
+    def _command(self, run: str) -> list[str]:
+        profile, arguments, _ = RUNS[run]
+        out = [] if "--no-book" in arguments else ["--book-out", str(self.book_outs[run])]
+        return [sys.executable, "-m", "negutils.run", "--profile", profile, *arguments, *out]
 
-    def _run_all(self, profiles: list[str]) -> None:
-        for profile in profiles:
-            with self._lock, open(self.logs / f"{profile}.log", "w") as log:
-                skip = self._stopped or any(self.returncodes.values())     # a run before it failed
-                if not skip:
-                    self.started[profile] = time.time()
-                    self._running = subprocess.Popen(self._command(profile), stdout=log, stderr=subprocess.STDOUT,
-                                                     env=self._environment, cwd=REPO_ROOT, start_new_session=True)
-            self.returncodes[profile] = None if skip else self._running.wait()
-            self.finished[profile].set()
+    def _run(self, run: str) -> None:
+        for before in RUNS[run][2]:
+            self.finished[before].wait()
+        with self._lock, open(self.logs / f"{run}.log", "w") as log:
+            skip = self._stopped or any(self.returncodes[before] != 0 for before in RUNS[run][2])
+            if not skip:
+                self.started[run] = time.time()
+                self._running[run] = subprocess.Popen(self._command(run), stdout=log, stderr=subprocess.STDOUT,
+                                                      env=self._environment, cwd=REPO_ROOT, start_new_session=True)
+        self.returncodes[run] = None if skip else self._running[run].wait()
+        self.finished[run].set()
 
-    def result(self, profile: str) -> tuple[dict, Path]:
+    def result(self, run: str) -> tuple[dict, Path]:
         """({"stage": the executed chapters' book source, "index": the built book's index}, the book's
-        folder), as ``negutils.run.run`` returns them, once the run has finished."""
-        self.finished[profile].wait()
-        log = self.logs / f"{profile}.log"
-        code = self.returncodes[profile]
-        if code is None:
-            pytest.fail(f"the {profile} book was not run: a book before it failed (see its log in {self.logs})")
-        text = log.read_text()
-        if code != 0:
-            errors = [line for line in text.splitlines() if line.startswith("[negbook] error")]
-            pytest.fail(f"`{' '.join(self._command(profile)[1:])}` exited {code}: "
-                        + ("\n".join(errors) or text[-3000:]))
+        folder), as ``negutils.run.run`` returns them, once ``run`` and the runs it waits for have finished."""
+        for name in runs_behind(run):
+            self.finished[name].wait()
+            self._check(name)
+        text = (self.logs / f"{run}.log").read_text()
         index = re.findall(r"^\[negbook\] book: (.+)$", text, re.M)
-        assert index, f"{log} names no built book"
-        return {"stage": get_profile(profile).artifacts_dir(self.root) / "book_src", "index": Path(index[-1])}, \
-            self.book_outs[profile]
+        assert index, f"{self.logs / run}.log names no built book"
+        return {"stage": get_profile(RUNS[run][0]).artifacts_dir(self.root) / "book_src",
+                "index": Path(index[-1])}, self.book_outs[run]
+
+    def _check(self, run: str) -> None:
+        code = self.returncodes[run]
+        if code is None:
+            pytest.fail(f"the run {run!r} was not started: the session stopped (see the logs in {self.logs})")
+        if code != 0:
+            text = (self.logs / f"{run}.log").read_text()
+            errors = [line for line in text.splitlines() if line.startswith("[negbook] error")]
+            pytest.fail(f"`{' '.join(self._command(run)[1:])}` exited {code}: " + ("\n".join(errors) or text[-3000:]))
+
+    def first_started(self, profile: str) -> float:
+        """When the first run of ``profile`` started (``time.time()``)."""
+        return min(t for run, t in self.started.items() if RUNS[run][0] == profile)
 
     def stop(self) -> None:
-        """Ends a run still going (a session cut short) and starts no other."""
+        """Ends the runs still going (a session cut short) and starts no other."""
         with self._lock:
             self._stopped = True
-            if self._running is not None and self._running.poll() is None:
-                os.killpg(self._running.pid, signal.SIGTERM)
+            for process in self._running.values():
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGTERM)
 
 
 def last_book_needed(fixtures) -> int:
@@ -142,19 +170,20 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def book_runs(request, artifacts_root, tmp_path_factory):
-    """Starts the books that the collected tests need as the session begins (none for a run without them)."""
+    """Starts the runs behind the books that the collected tests need as the session begins (none for a run
+    without them)."""
     last = last_book_needed({name for item in request.session.items for name in item.fixturenames})
-    profiles = [profile for profile, _ in list(BOOKS.values())[:last + 1]]      # each book needs the ones before it
-    if not profiles:
+    runs = [run for run in RUNS if any(run in runs_behind(BOOKS[book]) for book in list(BOOKS)[:last + 1])]
+    if not runs:
         yield None
         return
-    outs = {profile: tmp_path_factory.mktemp(f"{profile}-book") for profile in profiles}
-    runs = BookRuns(profiles, artifacts_root, outs, tmp_path_factory.mktemp("book-logs"))
+    outs = {run: tmp_path_factory.mktemp(f"{run.replace(' ', '-')}-book") for run in runs}
+    books = BookRuns(runs, artifacts_root, outs, tmp_path_factory.mktemp("book-logs"))
     # the tests here take one core, the books the other: two torch threads here beside the books' kernels
     # made a short training test 10x slower than alone (oversubscribed cores), and the whole suite no faster
     with torch_threads(1):
-        yield runs
-    runs.stop()
+        yield books
+    books.stop()
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +191,7 @@ def dry_run_book(smoke_artifacts, book_runs):
     """The gpu profile's code path on CPU (``gpu-dryrun``): ViT-B-32 with QuickGELU from a random local
     checkpoint, a smoke-sized world's val and ood splits in COCO's, VOC's and NegBench's published
     layouts, every chapter through papermill, and the book built from them."""
-    return book_runs.result("gpu-dryrun")
+    return book_runs.result(BOOKS["dry_run_book"])
 
 
 def injected_parameters_of_every_chapter(result) -> dict[str, str]:

@@ -1,8 +1,6 @@
 """The ragged fp16 feature cache: exact round trip, keys that force recomputation, and a two-process
 torchrun extraction that merges to the one-process cache."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -78,21 +76,6 @@ def test_shard_bounds_cover_everything_once_on_batch_boundaries():
     bounds = shard_bounds(10, 3)
     assert bounds[0][0] == 0 and bounds[-1][1] == 10 and all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
     assert shard_bounds(3, 4, align=2)[-1] == (3, 3)           # more ranks than batches: empty shards
-
-
-def test_two_process_torchrun_cache_equals_the_one_process_cache(tmp_path):
-    captions = tmp_path / "captions.txt"
-    captions.write_text("\n".join(CAPTIONS * 3) + "\n")
-    args = ["-m", "negutils.models.features", str(captions), "--l-p", "5", "--l-a", "3", "--batch-size", "4"]
-    one = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "one")], capture_output=True, text=True,
-                         check=True).stdout.strip().splitlines()[-1]
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          *args, "--out", str(tmp_path / "two")], capture_output=True, text=True, check=True)
-    two_folder = two.stdout.strip().splitlines()[-1]
-    merged, single = TextFeatures(two_folder), TextFeatures(one)
-    assert len(merged.index["shards"]) == 2 and len(single.index["shards"]) == 1
-    for name in ("final", "proj_lp", "eos_lp", "eos_la", "tokens", "offsets"):
-        assert np.array_equal(merged[name], single[name]), name
 
 
 def test_one_pass_sweep_equals_separate_extractions(tiny, tmp_path):

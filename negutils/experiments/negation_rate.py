@@ -176,26 +176,40 @@ def sweep_rates(profile, full_sweep: bool) -> tuple[tuple[float, ...], int]:
 
 def run_rate(session, bench, rate: float, samples: int, settings: NegationRateSettings,
              progress: bool = True) -> dict:
-    """Pretrain (cached), measure and run the methods at one rate; the measurements are cached as
-    JSON beside the checkpoint, so a re-run of the chapter only reads them."""
-
+    """Pretrain (cached), measure and run the methods at one rate, on one torch thread as the
+    pretraining is (so the numbers do not depend on how many rates run side by side); the
+    measurements are cached as JSON beside the checkpoint, so a re-run of the chapter only reads them."""
 
     backbone, result = ensure_rate_backbone(session.profile, session.splits, rate, samples, progress)
     # v2: the v1 measurements keyed PeakPatch's feature cache by rate only, so a full-budget run
     # at a pilot's rate reused the pilot model's features; v3: v2 sorted the keys, so a re-run that
-    # read the cache wrote the chapter's tables with their columns in another order
-    cache = Path(result.checkpoint).parent / f"measures-{config_hash({'settings': settings, 'v': 3})}.json"
+    # read the cache wrote the chapter's tables with their columns in another order; v4: measured on
+    # one thread (v3 on the kernel's two, whose float sums PeakPatch's training rounded otherwise)
+    cache = Path(result.checkpoint).parent / f"measures-{config_hash({'settings': settings, 'v': 4})}.json"
     if cache.exists():
         return load_rate_run(cache)
     started = time.perf_counter()
     rated = rate_session(session, backbone, rate)
-    measures, lcd = frozen_measures(rated, bench, settings)
-    gains = method_gains(rated, bench, settings, lcd.choice, progress=progress)
+    with torch_threads(TRAINING_THREADS):
+        measures, lcd = frozen_measures(rated, bench, settings)
+        gains = method_gains(rated, bench, settings, lcd.choice, progress=progress)
     out = {"rate": rate, "samples": samples, "pretrain seconds": result.seconds,
            "measure seconds": time.perf_counter() - started, "measures": measures,
            "curves": lcd.curves.to_dict("list"), "methods": gains.to_dict("list")}
     save_rate_run(cache, out)
     return out
+
+
+def _run_rate(session, bench, samples: int, settings: NegationRateSettings, rate: float) -> dict:
+    return run_rate(session, bench, rate, samples, settings, progress=False)
+
+
+def run_rates(session, bench, rates, samples: int, settings: NegationRateSettings, progress: bool = True,
+              workers: int = WORKERS) -> list[dict]:
+    """``run_rate`` for every rate, ``workers`` rates side by side (each pretrains, then measures, on
+    its own core): the runs in ``rates`` order. A rate whose run is cached is only read."""
+    return run_in_workers(_run_rate, (session, bench, samples, settings), list(rates), workers,
+                          "negation rates", progress)
 
 
 def save_rate_run(path: Path, run: dict) -> None:
