@@ -8,7 +8,8 @@ Writes bench/results/negation_sweep.csv (one row per rate: pretraining and measu
 recorded when the run was made, the wall seconds of this invocation's side-by-side pretraining and
 of each rate's measurement, the headline measures) and
 negation_sweep_verdicts.csv (the chapter's verdict per paper claim). Needs the profile's world and
-benchmarks (run chapters 00-03 first); on 2 cores it takes 56 minutes the first time.
+benchmarks (run chapters 00-03 first); on 2 cores it took 56 minutes the first time, before pretraining
+trimmed its text positions and ``run_rate`` measured on one thread (the committed CSVs are that run's).
 """
 from __future__ import annotations
 

@@ -18,7 +18,9 @@ from negutils.benchmarks import results_frame
 from negutils.benchmarks.published import MCQ_FILES
 from negutils.config import get_profile
 from negutils.core import read_results
+from negutils.core.workers import torch_threads
 from negutils.models import TextFeatures, load_backbone
+from negutils.models.features import main as features_main
 
 from conftest import findings_box, injected_parameters_of_every_chapter
 
@@ -121,8 +123,9 @@ def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_book, tmp_pat
 
 
 @pytest.mark.notebooks
-def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_book, tmp_path):
-    """The multi-GPU runner's feature extraction (README) on ViT-B-32 from a local checkpoint, two ranks on CPU."""
+def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_book, tmp_path, capsys):
+    """The multi-GPU runner's feature extraction (README) on ViT-B-32 from a local checkpoint, two ranks on CPU,
+    against the same command's one-process cache (run here: a third interpreter would only import torch again)."""
     inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
     captions = tmp_path / "captions.txt"
     captions.write_text("\n".join(["There is no dog.", "A cat and no chair.", "A red kite above a tree."] * 3) + "\n")
@@ -131,8 +134,9 @@ def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_book
     # torchrun runs each rank on one thread; ViT-B-32's matrix products round differently on two, so the
     # one-process cache it must equal is computed on one thread too
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    one = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "one")], capture_output=True, text=True,
-                         check=True, env=env).stdout.strip().splitlines()[-1]
+    with torch_threads(1):
+        assert features_main([*args[2:], "--out", str(tmp_path / "one")]) == 0
+    one = capsys.readouterr().out.strip().splitlines()[-1]
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                           *args, "--out", str(tmp_path / "two")], capture_output=True, text=True, check=True, env=env)
     merged, single = TextFeatures(two.stdout.strip().splitlines()[-1]), TextFeatures(one)
