@@ -62,8 +62,8 @@ def book_environment(root: Path) -> dict[str, str]:
 
 # The runs of ``python -m negutils.run`` behind the suite's two executed books: {run: (profile, runner arguments,
 # the runs it waits for)}. The smoke book's chapter 06 puts the dry run's line beside the papers, so the smoke book
-# runs in two parts: every other chapter but the appendix (which reports every chapter's time) beside the dry run,
-# then those two once both have finished, and the book is built from all of its chapters.
+# runs in two parts: its other chapters except the appendix (which reports every chapter's time) beside the dry
+# run, then 06 and the appendix once both have finished, and the book is built from all of its chapters.
 SMOKE_LAST = ("06_benchmark_tables", "90_performance")
 RUNS = {"gpu-dryrun": ("gpu-dryrun", [], ()),
         "smoke chapters": ("smoke", ["--only", *(s.stem for s in runner.notebook_sources() if s.stem not in SMOKE_LAST),
