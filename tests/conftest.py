@@ -61,14 +61,23 @@ def book_environment(root: Path) -> dict[str, str]:
 
 
 # The runs of ``python -m negutils.run`` behind the suite's two executed books: {run: (profile, runner arguments,
-# the runs it waits for)}. The smoke book's chapter 06 puts the dry run's line beside the papers, so the smoke book
-# runs in two parts: its other chapters except the appendix (which reports every chapter's time) beside the dry
-# run, then 06 and the appendix once both have finished, and the book is built from all of its chapters.
+# the runs it waits for)}. The smoke book's chapter 06 puts the dry run's line beside the papers, and each book's
+# appendix reports every chapter's time, so each book runs in two parts: its chapters but the appendix (the smoke
+# book's 06 too) from the session's start, side by side; then each book's last part (the appendix, and the smoke
+# book's 06 once the dry run's chapters have written their results) and its build, the two also side by side.
 SMOKE_LAST = ("06_benchmark_tables", "90_performance")
-RUNS = {"gpu-dryrun": ("gpu-dryrun", [], ()),
-        "smoke chapters": ("smoke", ["--only", *(s.stem for s in runner.notebook_sources() if s.stem not in SMOKE_LAST),
-                                     "--no-book"], ()),
-        "smoke": ("smoke", ["--only", *SMOKE_LAST, "-p", "real_profile=gpu-dryrun"], ("gpu-dryrun", "smoke chapters"))}
+DRY_RUN_LAST = ("90_performance",)
+
+
+def _all_but(last: tuple[str, ...]) -> list[str]:
+    return [s.stem for s in runner.notebook_sources() if s.stem not in last]
+
+
+RUNS = {"gpu-dryrun chapters": ("gpu-dryrun", ["--only", *_all_but(DRY_RUN_LAST), "--no-book"], ()),
+        "smoke chapters": ("smoke", ["--only", *_all_but(SMOKE_LAST), "--no-book"], ()),
+        "gpu-dryrun": ("gpu-dryrun", ["--only", *DRY_RUN_LAST], ("gpu-dryrun chapters",)),
+        "smoke": ("smoke", ["--only", *SMOKE_LAST, "-p", "real_profile=gpu-dryrun"],
+                  ("gpu-dryrun chapters", "smoke chapters"))}
 # {fixture: the run that builds its book}, in the order the books finish
 BOOKS = {"dry_run_book": "gpu-dryrun", "smoke_book": "smoke"}
 

@@ -90,7 +90,8 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
     model = copy.deepcopy(backbone.model)
     tuned = Backbone(model, backbone.model_name, backbone.tokenizer, backbone.report, backbone.device)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
+                                  foreach=True)      # as pretraining's: the for-loop's values, in less time
     steps = n_images // config.batch_size
     order = rng.permutation(len(view.images))[:n_images]
     pixels = np.asarray(data.split.pixels())
