@@ -38,6 +38,8 @@ bench: $(STAMP)
 	$(PY) bench/fused_edit.py
 	$(PY) bench/chapter_concurrency.py
 	$(PY) bench/peakpatch_training.py
+	$(PY) bench/scn_pairwise.py
+	$(PY) bench/optimizer_step.py
 	$(PY) bench/organism_probe.py
 	$(PY) bench/parse_set.py --revisions 934bf9c
 

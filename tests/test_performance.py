@@ -21,14 +21,25 @@ def test_ratio_summary_collects_every_bench(tmp_path):
     pd.DataFrame([{"profile": "smoke", "mode": mode, "wall x serial": ratio}
                   for mode, ratio in (("one at a time", 1.0), ("two at a time", 0.72))]).to_csv(
         tmp_path / "chapter_concurrency.csv")
+    pd.DataFrame([{"implementation": name, "x for-loop": ratio, "training steps compared": 6,
+                   "max abs weight difference": apart}
+                  for name, ratio, apart in (("for-loop (CPU default)", 1.0, 0.0), ("foreach", 0.91, 0.0),
+                                             ("fused", 0.27, 9.5e-4))]).to_csv(tmp_path / "optimizer_step.csv")
+    pd.DataFrame([{"embed dim": 256, "images": 2000, "tiling": tiling, "x whole columns": ratio}
+                  for tiling, ratio in (("whole columns", 1.0), ("tiles of 256 images", 0.82))]).to_csv(
+        tmp_path / "scn_pairwise.csv")
     ratios = ratio_summary(tmp_path).set_index("measure")["ratio"]
+    step = "one AdamW step of the organism: {} vs for-loop ({} after 6 training steps)"
+    assert ratios[step.format("foreach", "the same weights")] == 0.91
+    assert ratios[step.format("fused", "weights 9e-04 apart")] == 0.27
+    assert ratios["SCN pairwise, d = 256, 2,000 images: tiles of 256 images vs whole columns"] == 0.82
     assert ratios["m: dense fp32 vs ragged fp16 tokens"] == 4.7
     assert ratios["KTN vs holistic, 10,000 images"] == 12.5
     assert ratios["m: PeakPatch joint (cached features) vs NegFull"] == 42.0
     assert ratios["w: 2 processes vs 1 process, 2 threads"] == 1.14
     assert ratios["v: 2 processes vs 1 process, 2 threads"] == 1.28
     assert ratios["smoke chapters: two at a time vs one at a time"] == 0.72
-    assert len(ratios) == 9   # the denominators themselves are not ratios
+    assert len(ratios) == 12   # the denominators themselves are not ratios
 
 
 def test_the_sweep_summary_gives_the_wall_time_of_the_run_that_made_the_table():

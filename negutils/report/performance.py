@@ -15,7 +15,8 @@ BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "benc
                  "training_free_overhead": "bench/training_free_overhead.py",
                  "main_job_notebooks": "bench/main_job_profile.py", "main_job_cells": "bench/main_job_profile.py",
                  "negation_sweep": "bench/negation_sweep.py", "negation_sweep_verdicts": "bench/negation_sweep.py",
-                 "thread_scaling": "bench/thread_scaling.py", "edit_pass_costs": "bench/edit_pass_costs.py"}
+                 "thread_scaling": "bench/thread_scaling.py", "edit_pass_costs": "bench/edit_pass_costs.py",
+                 "scn_pairwise": "bench/scn_pairwise.py", "optimizer_step": "bench/optimizer_step.py"}
 
 
 def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
@@ -50,6 +51,17 @@ def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
         if not r["method"].startswith("NegFull"):
             rows.append(("training", f"{r['model']}: {r['method']} vs NegFull", r["x NegFull"],
                          "samples/s over NegFull's samples/s"))
+    steps = read_bench("optimizer_step", folder)
+    for r in steps[steps["x for-loop"] != 1].to_dict("records"):
+        same = ("the same weights" if r["max abs weight difference"] == 0 else
+                f"weights {r['max abs weight difference']:.0e} apart")
+        rows.append(("training", f"one AdamW step of the organism: {r['implementation']} vs for-loop ({same} after "
+                     f"{r['training steps compared']} training steps)", r["x for-loop"],
+                     "seconds over the for-loop's (PyTorch's CPU default)"))
+    tiles = read_bench("scn_pairwise", folder)
+    for r in tiles[tiles["x whole columns"] != 1].to_dict("records"):
+        rows.append(("scoring", f"SCN pairwise, d = {r['embed dim']}, {r['images']:,} images: {r['tiling']} vs "
+                     "whole columns", r["x whole columns"], "seconds over whole columns of images'"))
     latency = read_bench("training_free_overhead", folder)
     for r in latency.to_dict("records"):
         if r["method"] != method_label("vanilla"):
