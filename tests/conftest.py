@@ -186,7 +186,7 @@ def book_runs(request, artifacts_root, tmp_path_factory):
     if not runs:
         yield None
         return
-    outs = {run: tmp_path_factory.mktemp(f"{run.replace(' ', '-')}-book") for run in runs}
+    outs = {run: tmp_path_factory.mktemp(f"{run}-book") for run in runs if "--no-book" not in RUNS[run][1]}
     books = BookRuns(runs, artifacts_root, outs, tmp_path_factory.mktemp("book-logs"))
     # the tests here take one core, the books the other: two torch threads here beside the books' kernels
     # made a short training test 10x slower than alone (oversubscribed cores), and the whole suite no faster

@@ -1,5 +1,5 @@
-"""The ragged fp16 feature cache: exact round trip, keys that force recomputation, and a two-process
-torchrun extraction that merges to the one-process cache."""
+"""The ragged fp16 feature cache: exact round trip, keys that force recomputation, and the shard bounds a
+torchrun extraction splits it by (the two-process run itself is tests/test_dry_run.py's, on ViT-B-32)."""
 import json
 
 import numpy as np
