@@ -230,8 +230,13 @@ def test_negfull_short_run_and_bad_alpha(trained_setup):
     assert all(torch.equal(a, b) for a, b in zip(before, backbone.model.parameters()))     # original untouched
     assert any(not torch.equal(a, b) for a, b in zip(before, tuned.model.parameters()))
     assert 0.0 <= held_out_accuracy(tuned, data) <= 1.0
-    _, mcq_only = finetune_negfull(backbone, data, NegFullConfig(alpha=0.0, batch_size=8, images=16), progress=False)
+    math_kernel, mcq_only = finetune_negfull(backbone, data, NegFullConfig(alpha=0.0, batch_size=8, images=16),
+                                             progress=False)
     assert (mcq_only["loss CLIP"] == 0).all() and (mcq_only["loss MCQ"] > 0).all()
+    # the math attention kernel (the default on CPU) is in effect: PyTorch's flash kernel rounds otherwise
+    flash, _ = finetune_negfull(backbone, data, NegFullConfig(alpha=0.0, batch_size=8, images=16, attention="default"),
+                                progress=False)
+    assert any(not torch.equal(a, b) for a, b in zip(flash.model.parameters(), math_kernel.model.parameters()))
     with pytest.raises(ValueError, match="alpha must be in"):
         finetune_negfull(backbone, data, NegFullConfig(alpha=1.5))
 

@@ -13,17 +13,42 @@ from negutils.world import WorldConfig, build_world, load_split
 def test_pretraining_is_deterministic_and_moves_the_weights(tiny_world, tiny_pretrain_config, tmp_path, monkeypatch):
     split = load_split(tiny_world / "pretrain")
     a = pretrain(split, tiny_pretrain_config, tmp_path / "a.pt", progress=False)
-    # the second run with PyTorch's for-loop AdamW instead of foreach: the same run bit for bit, so
-    # checkpoints trained before pretraining chose foreach keep their cache key (PRETRAIN_VERSION)
-    adamw = torch.optim.AdamW
-    monkeypatch.setattr(torch.optim, "AdamW", lambda *args, **kwargs: adamw(*args, **{**kwargs, "foreach": False}))
     b = pretrain(split, tiny_pretrain_config, tmp_path / "b.pt", progress=False)
-    sa = torch.load(a.checkpoint, weights_only=True)["state_dict"]
-    sb = torch.load(b.checkpoint, weights_only=True)["state_dict"]
+    sa, sb = _weights(a), _weights(b)
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
     assert a.history["loss"].tolist() == b.history["loss"].tolist()
     untrained = load_backbone(tiny_pretrain_config.model_name, seed=tiny_pretrain_config.seed).model.state_dict()
     assert not torch.equal(sa["ln_final.weight"], untrained["ln_final.weight"])
+
+
+def _weights(result) -> dict[str, torch.Tensor]:
+    return torch.load(result.checkpoint, weights_only=True)["state_dict"]
+
+
+def test_the_step_options_are_runs_of_their_own_and_version_2s_step_is_kept(tiny_world, tiny_pretrain_config,
+                                                                           tmp_path, monkeypatch):
+    # math attention and the fused AdamW each round differently (so each is in the cache key); attention
+    # "default" with foreach is version 2's step, whose foreach AdamW matches PyTorch's for-loop bit for bit
+    split = load_split(tiny_world / "pretrain")
+    version_2 = dataclasses.replace(tiny_pretrain_config, attention="default", optimizer="foreach", evaluations=0)
+    runs = {name: _weights(pretrain(split, dataclasses.replace(version_2, **change), tmp_path / f"{name}.pt",
+                                    progress=False))
+            for name, change in {"v2": {}, "math": {"attention": "math"}, "fused": {"optimizer": "fused"}}.items()}
+    adamw = torch.optim.AdamW
+    monkeypatch.setattr(torch.optim, "AdamW", lambda *args, **kwargs: adamw(*args, **{**kwargs, "foreach": False}))
+    for_loop = _weights(pretrain(split, version_2, tmp_path / "for_loop.pt", progress=False))
+    assert all(torch.equal(runs["v2"][k], for_loop[k]) for k in for_loop)
+    for name in ("math", "fused"):
+        assert not all(torch.equal(runs["v2"][k], runs[name][k]) for k in for_loop), name
+    assert ensure_pretrained(tiny_world, version_2, tmp_path / "a", progress=False).checkpoint.parent.name != \
+        ensure_pretrained(tiny_world, dataclasses.replace(version_2, attention="math"), tmp_path / "a",
+                          progress=False).checkpoint.parent.name
+
+
+@pytest.mark.parametrize("field, value", [("attention", "flash"), ("optimizer", "sgd")])
+def test_an_unknown_step_option_is_refused_before_training(field, value):
+    with pytest.raises(ValueError, match=rf"PretrainConfig\.{field} must be .* not '{value}'"):
+        PretrainConfig(**{field: value})
 
 
 def test_short_run_lowers_the_loss_on_a_fixed_batch(tmp_path):

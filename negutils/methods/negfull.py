@@ -28,6 +28,7 @@ from ..core.cache import (adopt_unrecorded, atomic_write_json, config_hash, file
                           recorded_problems)
 from ..models.backbone import Backbone, load_backbone, save_checkpoint
 from ..models.features import captions_hash
+from ..models.pretrain import attention_kernel
 from ..models.weights import read_checkpoint_metadata
 from .training_data import (
     NegationData,
@@ -49,6 +50,7 @@ class NegFullConfig:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     bf16: bool = True
+    attention: str = "math"        # on CPU, as pretraining's (``attention_kernel``); "default": PyTorch's flash kernel
     seed: int = 0
 
 
@@ -91,7 +93,7 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
     tuned = Backbone(model, backbone.model_name, backbone.tokenizer, backbone.report, backbone.device)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
-                                  foreach=True)      # as pretraining's: the for-loop's values, in less time
+                                  foreach=True)      # the for-loop's values in less time (bench/optimizer_step.py)
     steps = n_images // config.batch_size
     order = rng.permutation(len(view.images))[:n_images]
     pixels = np.asarray(data.split.pixels())
@@ -104,7 +106,8 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
         batch = view.batch(rows, rng)
         images = tuned.image_batch(pixels[view.images[rows]])      # resized to the tower's resolution
         text = tuned.tokenize([data.captions[c] for c in batch["captions"]])
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16 and tuned.device.type == "cpu"):
+        with attention_kernel(config.attention, tuned.device), \
+                torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16 and tuned.device.type == "cpu"):
             loss, loss_clip, loss_mcq = negfull_loss(tuned, images, text, batch, config.alpha)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

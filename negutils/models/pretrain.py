@@ -9,6 +9,7 @@ import json
 import math
 import time
 import warnings
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import open_clip
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 
 from ..core.cache import (adopt_unrecorded, atomic_write_json, config_hash, file_record, record_path,
@@ -49,9 +51,20 @@ class PretrainConfig:
     grad_clip: float | None = 1.0    # global-norm clipping: keeps higher learning rates from spiking
     init_logit_scale: float | None = None  # None keeps open_clip's log(1/0.07)
     bf16: bool = True                # CPU autocast to bfloat16; False trains in exact float32
+    # How a step runs (bench/pretrain_step.py times each way): attention by PyTorch's math kernel, as its
+    # CPU flash kernel's backward is slow on captions of ~24 tokens, and the fused AdamW. Both round
+    # differently, so both are in the key; "default" and "foreach" give the weights of PRETRAIN_VERSION 2.
+    attention: str = "math"          # "math" | "default" (PyTorch's choice: its flash kernel on CPU)
+    optimizer: str = "fused"         # "fused" | "foreach" (the values of PyTorch's for-loop default)
     evaluations: int = 6             # held-out checkpoints on the val split, for the convergence curve
     eval_images: int = 500
     seed: int = 0
+
+    def __post_init__(self):
+        if self.attention not in ("math", "default"):
+            raise ValueError(f"PretrainConfig.attention must be 'math' or 'default', not {self.attention!r}")
+        if self.optimizer not in ("fused", "foreach"):
+            raise ValueError(f"PretrainConfig.optimizer must be 'fused' or 'foreach', not {self.optimizer!r}")
 
     @property
     def steps(self) -> int:
@@ -116,6 +129,47 @@ def backbone_retrieval_recall(backbone: Backbone, split: CocoSplit, n_images: in
     return retrieval_recall(txt @ img.T)
 
 
+def make_optimizer(model: torch.nn.Module, config: PretrainConfig) -> torch.optim.AdamW:
+    """AdamW with open_clip's betas and eps, by ``config.optimizer``'s implementation: on CPU PyTorch
+    defaults to its for-loop one, which foreach matches bit for bit in less time; fused takes less still
+    (bench/optimizer_step.py) and rounds differently."""
+    return torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.98), eps=1e-6,
+                             **{config.optimizer: True})
+
+
+def attention_kernel(attention: str, device: torch.device | str = "cpu"):
+    """The context a CPU training step's attention runs in: "math", PyTorch's plain kernel (softmax of
+    the product, autograd through it), or "default", what PyTorch picks (on CPU its flash kernel, whose
+    backward is slow on the organism's ~24-token captions: bench/pretrain_step.py). Off the CPU PyTorch
+    always picks (its fused GPU kernels are what a GPU run wants), and inference never enters here: there
+    the flash kernel is as fast as the math one."""
+    if attention not in ("math", "default"):
+        raise ValueError(f"attention must be 'math' or 'default', not {attention!r}")
+    if attention == "math" and torch.device(device).type == "cpu":
+        return sdpa_kernel(SDPBackend.MATH)
+    return nullcontext()
+
+
+def training_step(backbone: Backbone, optimizer: torch.optim.Optimizer, loss_fn: torch.nn.Module,
+                  images: torch.Tensor, text: torch.Tensor, config: PretrainConfig) -> torch.Tensor:
+    """One step of CLIP's contrastive loss on a batch of normalised images and tokenised captions."""
+    model = backbone.model
+    with attention_kernel(config.attention), torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+        img = F.normalize(model.encode_image(images), dim=-1)
+        # the positions after every caption's EOS reach nothing under the causal mask, and a
+        # 32-token context holds captions of at most ~24 here: trimmed, a step takes ~10% less
+        txt = F.normalize(backbone.text_tower.encode(text), dim=-1)
+        loss = loss_fn(img.float(), txt.float(), model.logit_scale.exp())
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    optimizer.step()
+    with torch.no_grad():  # CLIP clamps the temperature at 100
+        model.logit_scale.clamp_(0, math.log(100))
+    return loss
+
+
 def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val: CocoSplit | None = None,
              progress: bool = True) -> PretrainResult:
     """Train ``config.model_name`` from scratch with the CLIP contrastive loss; write ``out_path``."""
@@ -130,10 +184,7 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
     backbone = Backbone(model, config.model_name, tokenizer,  # shares the weights being trained
                         report=LoadReport(config.model_name, "in training"))
     pixels = np.asarray(split.pixels())
-    # foreach: on CPU PyTorch defaults to its for-loop AdamW; foreach updates the same values bit for bit in
-    # less time (bench/optimizer_step.py); fused is faster still but rounds differently, so it would retrain
-    optimizer = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.98),
-                                  eps=1e-6, foreach=True)
+    optimizer = make_optimizer(model, config)
     loss_fn = open_clip.ClipLoss()
     eval_steps = set(np.linspace(0, config.steps, config.evaluations + 1).round().astype(int).tolist()) \
         if config.evaluations else set()
@@ -159,21 +210,8 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
     for step, (idx, caps) in enumerate(bar):
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
-        images = backbone.pixels_to_tensor(pixels[idx])
-        text = tokenizer(caps)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
-            img = F.normalize(model.encode_image(images), dim=-1)
-            # the positions after every caption's EOS reach nothing under the causal mask, and a
-            # 32-token context holds captions of at most ~24 here: trimmed, a step takes ~10% less
-            txt = F.normalize(backbone.text_tower.encode(text), dim=-1)
-            loss = loss_fn(img.float(), txt.float(), model.logit_scale.exp())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        with torch.no_grad():  # CLIP clamps the temperature at 100
-            model.logit_scale.clamp_(0, math.log(100))
+        loss = training_step(backbone, optimizer, loss_fn, backbone.pixels_to_tensor(pixels[idx]), tokenizer(caps),
+                             config)
         history.append({"step": step + 1, "samples": (step + 1) * config.batch_size, "loss": loss.item(),
                         "lr": optimizer.param_groups[0]["lr"], "logit_scale": model.logit_scale.detach().exp().item(),
                         "seconds": time.perf_counter() - t0 - eval_seconds})

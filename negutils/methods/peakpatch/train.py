@@ -163,7 +163,7 @@ def _train(features: TextFeatures, data: NegationData, config: PeakPatchConfig, 
     model = new_model(features, config)
     groups = [{"params": list(m.parameters()), "lr": lr}
               for m, lr in ((model.ecn, config.lr_ecn), (model.scn, config.lr_scn)) if m is not None]
-    optimizer = torch.optim.AdamW(groups, weight_decay=config.weight_decay, foreach=True)   # as pretraining's
+    optimizer = torch.optim.AdamW(groups, weight_decay=config.weight_decay, foreach=True)   # the for-loop's values, faster
     steps_per_epoch = max(1, len(view.images) // config.batch_size)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _lr_lambda(config.epochs * steps_per_epoch, config.final_lr_fraction))
