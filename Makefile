@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) bench/peakpatch_training.py
 	$(PY) bench/scn_pairwise.py
 	$(PY) bench/optimizer_step.py
+	$(PY) bench/pretrain_step.py
 	$(PY) bench/organism_probe.py
 	$(PY) bench/parse_set.py --revisions 934bf9c
 

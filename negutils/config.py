@@ -156,7 +156,8 @@ PROFILES: dict[str, Profile] = {
         name="cpu",
         world=WorldConfig(pretrain=30_000, negtrain=8_000, val=2_000, ood=1_000),
         # the tower bench/organism_probe.py chose (organism_probe_grammar_10min.csv): a ModifiedResNet image tower
-        # and a 12-layer, width-128 text tower; 880 steps took 8.5 and 9.3 minutes at 222 and 203 samples/s on 2 cores
+        # and a 12-layer, width-128 text tower; 880 steps took 7.6 minutes at 248 samples/s on 2 cores (8.5 to 9.3
+        # minutes before the step's math attention and fused AdamW: bench/pretrain_step.py)
         pretrain=PretrainConfig(model_name="negbook-organism-rn-t128", samples=880 * 128, batch_size=128),
         # 2,000 images instead of COCO's 5,000: M_min=10 leaves only 2 triples for 3C, so 5. FACTOR's
         # operator split keeps LCSE Table 3's counts (so "All" weights operators alike); 23 concepts
@@ -169,10 +170,10 @@ PROFILES: dict[str, Profile] = {
                                     sweep_l_a=(1, 2, 4), sweep_epochs=5, sweep_images=2000, negfull_images=1280,
                                     negfull_lr=5e-5, negfull_batch_size=128, negfull_alpha_protocols=("negbench",)),
         # the pilot: two rates at an eighth of the organism's budget, each pretrained then measured on one thread,
-        # side by side (2.7 and 1.7 minutes, beside chapters 04-06); full_sweep=True runs all six at full budget
+        # side by side (2.5 and 1.7 minutes, beside chapters 04-06); full_sweep=True runs all six at full budget
         # (bench/negation_sweep.py)
         negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=110 * 128),
-        description="the default book: the organism pretrained for about 9 minutes on 2 CPU cores",
+        description="the default book: the organism pretrained for about 8 minutes on 2 CPU cores",
     ),
     "gpu": Profile(
         name="gpu",

@@ -28,7 +28,14 @@ def test_ratio_summary_collects_every_bench(tmp_path):
     pd.DataFrame([{"embed dim": 256, "images": 2000, "tiling": tiling, "x whole columns": ratio}
                   for tiling, ratio in (("whole columns", 1.0), ("tiles of 256 images", 0.82))]).to_csv(
         tmp_path / "scn_pairwise.csv")
+    pd.DataFrame([{"torch threads": 2, "variant": name, "steps timed": 12, "x version 2": ratio,
+                   "max abs weight difference from version 2": apart}
+                  for name, ratio, apart in (("version 2", 1.0, 0.0), ("channels-last", 0.99, 0.0),
+                                             ("math attention", 0.79, 3.3e-3))]).to_csv(tmp_path / "pretrain_step.csv")
     ratios = ratio_summary(tmp_path).set_index("measure")["ratio"]
+    pretraining = "one pretraining step of the organism on 2 threads: {} vs version 2's ({} after 12 steps)"
+    assert ratios[pretraining.format("channels-last", "the same weights")] == 0.99
+    assert ratios[pretraining.format("math attention", "weights 3e-03 apart")] == 0.79
     step = "one AdamW step of the organism: {} vs for-loop ({} after 6 training steps)"
     assert ratios[step.format("foreach", "the same weights")] == 0.91
     assert ratios[step.format("fused", "weights 9e-04 apart")] == 0.27
@@ -39,7 +46,7 @@ def test_ratio_summary_collects_every_bench(tmp_path):
     assert ratios["w: 2 processes vs 1 process, 2 threads"] == 1.14
     assert ratios["v: 2 processes vs 1 process, 2 threads"] == 1.28
     assert ratios["smoke chapters: two at a time vs one at a time"] == 0.72
-    assert len(ratios) == 12   # the denominators themselves are not ratios
+    assert len(ratios) == 14   # the denominators themselves are not ratios
 
 
 def test_the_sweep_summary_gives_the_wall_time_of_the_run_that_made_the_table():

@@ -16,7 +16,8 @@ BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "benc
                  "main_job_notebooks": "bench/main_job_profile.py", "main_job_cells": "bench/main_job_profile.py",
                  "negation_sweep": "bench/negation_sweep.py", "negation_sweep_verdicts": "bench/negation_sweep.py",
                  "thread_scaling": "bench/thread_scaling.py", "edit_pass_costs": "bench/edit_pass_costs.py",
-                 "scn_pairwise": "bench/scn_pairwise.py", "optimizer_step": "bench/optimizer_step.py"}
+                 "scn_pairwise": "bench/scn_pairwise.py", "optimizer_step": "bench/optimizer_step.py",
+                 "pretrain_step": "bench/pretrain_step.py"}
 
 
 def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
@@ -58,6 +59,14 @@ def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
         rows.append(("training", f"one AdamW step of the organism: {r['implementation']} vs for-loop ({same} after "
                      f"{r['training steps compared']} training steps)", r["x for-loop"],
                      "seconds over the for-loop's (PyTorch's CPU default)"))
+    pretraining = read_bench("pretrain_step", folder)
+    for r in pretraining[pretraining["x version 2"] != 1].to_dict("records"):
+        apart = r["max abs weight difference from version 2"]
+        same = "the same weights" if apart == 0 else f"weights {apart:.0e} apart"
+        threads = f"{r['torch threads']} thread" + ("s" if r["torch threads"] > 1 else "")
+        rows.append(("training", f"one pretraining step of the organism on {threads}: "
+                     f"{r['variant']} vs version 2's ({same} after {r['steps timed']} steps)", r["x version 2"],
+                     "seconds over version 2's step (flash attention, foreach AdamW)"))
     tiles = read_bench("scn_pairwise", folder)
     for r in tiles[tiles["x whole columns"] != 1].to_dict("records"):
         rows.append(("scoring", f"SCN pairwise, d = {r['embed dim']}, {r['images']:,} images: {r['tiling']} vs "
