@@ -7,6 +7,7 @@ import torch
 
 from negutils.config import get_profile
 from negutils.models import PretrainConfig, ensure_pretrained, load_backbone, pretrain
+from negutils.models.pretrain import attention_kernel
 from negutils.world import WorldConfig, build_world, load_split
 
 
@@ -110,3 +111,15 @@ def test_the_profiles_resnet_organism_loads_taps_and_trains(tmp_path, profile):
     trained = load_backbone(model_name, checkpoint=str(result.checkpoint))
     assert not torch.equal(trained.model.visual.conv1.weight, fresh.model.visual.conv1.weight)
     assert len(result.history) == 3 and result.history["loss"].notna().all()
+
+
+def test_the_math_attention_kernel_is_chosen_on_cpu_only():
+    # a GPU run keeps PyTorch's fused kernels: only the CPU's flash backward is slow on short captions
+    with attention_kernel("math", "cpu"):
+        assert not torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.math_sdp_enabled()
+    for attention, device in (("math", "cuda"), ("default", "cpu")):
+        with attention_kernel(attention, device):
+            assert torch.backends.cuda.flash_sdp_enabled(), (attention, device)
+    assert torch.backends.cuda.flash_sdp_enabled()       # restored on leaving
+    with pytest.raises(ValueError, match="attention must be 'math' or 'default', not 'flash'"):
+        attention_kernel("flash")
