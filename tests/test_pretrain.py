@@ -11,7 +11,7 @@ from negutils.models.pretrain import attention_kernel
 from negutils.world import WorldConfig, build_world, load_split
 
 
-def test_pretraining_is_deterministic_and_moves_the_weights(tiny_world, tiny_pretrain_config, tmp_path, monkeypatch):
+def test_pretraining_is_deterministic_and_moves_the_weights(tiny_world, tiny_pretrain_config, tmp_path):
     split = load_split(tiny_world / "pretrain")
     a = pretrain(split, tiny_pretrain_config, tmp_path / "a.pt", progress=False)
     b = pretrain(split, tiny_pretrain_config, tmp_path / "b.pt", progress=False)

@@ -38,6 +38,8 @@ from .weights import LoadReport
 # tower runs over each batch's first L positions (``_TextTower.encode``; L = the longest caption's
 # EOS + 1), the same function as the full context but other float roundings, so v1's weights differ.
 PRETRAIN_VERSION = 2
+ATTENTION_KERNELS = ("math", "default")      # ``attention_kernel``'s choices
+OPTIMIZERS = ("fused", "foreach")             # ``make_optimizer``'s AdamW implementations
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,10 @@ class PretrainConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.attention not in ("math", "default"):
-            raise ValueError(f"PretrainConfig.attention must be 'math' or 'default', not {self.attention!r}")
-        if self.optimizer not in ("fused", "foreach"):
-            raise ValueError(f"PretrainConfig.optimizer must be 'fused' or 'foreach', not {self.optimizer!r}")
+        for field, value, choices in (("attention", self.attention, ATTENTION_KERNELS),
+                                      ("optimizer", self.optimizer, OPTIMIZERS)):
+            if value not in choices:
+                raise ValueError(f"PretrainConfig.{field} must be {' or '.join(map(repr, choices))}, not {value!r}")
 
     @property
     def steps(self) -> int:
@@ -143,8 +145,8 @@ def attention_kernel(attention: str, device: torch.device | str = "cpu"):
     backward is slow on the organism's ~24-token captions: bench/pretrain_step.py). Off the CPU PyTorch
     always picks (its fused GPU kernels are what a GPU run wants), and inference never enters here: there
     the flash kernel is as fast as the math one."""
-    if attention not in ("math", "default"):
-        raise ValueError(f"attention must be 'math' or 'default', not {attention!r}")
+    if attention not in ATTENTION_KERNELS:
+        raise ValueError(f"attention must be {' or '.join(map(repr, ATTENTION_KERNELS))}, not {attention!r}")
     if attention == "math" and torch.device(device).type == "cpu":
         return sdpa_kernel(SDPBackend.MATH)
     return nullcontext()
