@@ -10,8 +10,13 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, pinned to the builds that install offline here (pyproject pins the same).
-	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
-	$(PY) -m pip install --quiet -e ".[book,dev]"
+	# pip byte-compiles each package's files one at a time as it installs it; installing without that and
+	# compiling the whole environment once on every core afterwards gives the same .pyc files in about
+	# 40 s less (69 -> 27 + 13 s for torch alone on 2 cores). Like pip, the pass skips the files this Python
+	# cannot compile (torch ships a test helper in Python 3.12's syntax).
+	$(PY) -m pip install --quiet --no-compile torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install --quiet --no-compile -e ".[book,dev]"
+	$(PY) -c "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_path('purelib'), quiet=2, workers=0)"
 	touch $(STAMP)
 
 install: $(STAMP)

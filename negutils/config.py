@@ -28,6 +28,7 @@ class DiagnosisConfig:
     ranking_pairs: int = 200          # concept pairs per kind of query change (LCSE Fig. 3)
     min_per_quadrant: int = 5         # images a concept pair needs in each of Both/A-only/B-only/Neither
     max_pairs: int = 300              # concept pairs in the quadrant and span-residual analyses
+    dilution_pairs: int | None = None  # ordered concept pairs in the dilution measure (None: every one)
     seed: int = 0
 
 
@@ -140,7 +141,7 @@ PROFILES: dict[str, Profile] = {
                                        compound_samples=10, nested_samples=10),
                                    existence_samples=100),
         diagnosis=DiagnosisConfig(diagnostic_pairs=100, bootstrap=100, ranking_pairs=20, min_per_quadrant=1,
-                                  max_pairs=40),
+                                  max_pairs=40, dilution_pairs=96),
         peakpatch=PeakPatchSettings(epochs=2, batch_size=16, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(4, 12),
                                     sweep_l_a=(2,), sweep_epochs=1, scn_logit_scales=(100.0, 10.0),
                                     delta_penalties=(1.0,), negfull_alphas=(0.5, 1.0), negfull_images=32,
@@ -196,10 +197,16 @@ PROFILES["gpu-dryrun"] = dataclasses.replace(
     # 224 px: the dry run's main cost; 190 s and 307 CPU-s on 2 cores against 248 and 415 at 64, 32 and 128),
     # written in COCO's and VOC's layouts, so COCO-Confusion takes galleries of 2 images; NegFull fine-tunes all of
     # ViT-B-32, so one protocol at one alpha (the smoke run covers the others); LCSE calibrates on a third of the
-    # smoke run's pairwise tests (each encodes a pretrain image at 224 px)
+    # smoke run's pairwise tests (each encodes a pretrain image at 224 px); FACTOR keeps every split and operator
+    # at 58 caption pairs instead of the smoke run's 140 (ViT-B-32's text tower is the rest of its cost)
     world=dataclasses.replace(PROFILES["smoke"].world, negtrain=64, val=32, ood=16),
     training_free=TrainingFreeSettings(calibration_samples=10),
-    benchmarks=dataclasses.replace(PROFILES["smoke"].benchmarks, confusion=ConfusionConfig(m_min=2, m_max=10)),
+    benchmarks=dataclasses.replace(PROFILES["smoke"].benchmarks, confusion=ConfusionConfig(m_min=2, m_max=10),
+                                   factor=dataclasses.replace(PROFILES["smoke"].benchmarks.factor, operator_samples=8,
+                                                              equivalence_samples=(("De Morgan", 2),
+                                                                                   ("double negation", 2),
+                                                                                   ("commutativity", 4)),
+                                                              compound_samples=5, nested_samples=5)),
     peakpatch=dataclasses.replace(PROFILES["smoke"].peakpatch, protocols=("negbench",), negfull_alphas=(1.0,)),
     description="the gpu profile's path on CPU: ViT-B-32 (QuickGELU, 224 px, 77 tokens) from a random local "
                 "checkpoint, COCO / VOC / NegBench CSVs in their published layouts, at smoke sizes")

@@ -78,8 +78,10 @@ RUNS = {"gpu-dryrun chapters": ("gpu-dryrun", ["--only", *_all_but(DRY_RUN_LAST)
         "gpu-dryrun": ("gpu-dryrun", ["--only", *DRY_RUN_LAST], ("gpu-dryrun chapters",)),
         "smoke": ("smoke", ["--only", *SMOKE_LAST, "-p", "real_profile=gpu-dryrun"],
                   ("gpu-dryrun chapters", "smoke chapters"))}
-# {fixture: the run that builds its book}, in the order the books finish
-BOOKS = {"dry_run_book": "gpu-dryrun", "smoke_book": "smoke"}
+# {fixture: the run behind it}, in the order they finish: the dry run's chapters (what the tests of its code path
+# read), then each book (what the tests of a whole book read), so the tests of the chapters run beside the books'
+# last parts instead of after them
+BOOKS = {"dry_run_chapters": "gpu-dryrun chapters", "dry_run_book": "gpu-dryrun", "smoke_book": "smoke"}
 
 
 def runs_behind(run: str) -> list[str]:
@@ -132,17 +134,20 @@ class BookRuns:
         self.returncodes[run] = None if skip else self._running[run].wait()
         self.finished[run].set()
 
-    def result(self, run: str) -> tuple[dict, Path]:
+    def result(self, run: str) -> tuple[dict, Path | None]:
         """({"stage": the executed chapters' book source, "index": the built book's index}, the book's
-        folder), as ``negutils.run.run`` returns them, once ``run`` and the runs it waits for have finished."""
+        folder), as ``negutils.run.run`` returns them, once ``run`` and the runs it waits for have finished;
+        a run that builds no book (``--no-book``) has neither index nor folder (None)."""
         for name in runs_behind(run):
             self.finished[name].wait()
             self._check(name)
+        stage = get_profile(RUNS[run][0]).artifacts_dir(self.root) / "book_src"
+        if "--no-book" in RUNS[run][1]:
+            return {"stage": stage, "index": None}, None
         text = (self.logs / f"{run}.log").read_text()
         index = re.findall(r"^\[negbook\] book: (.+)$", text, re.M)
         assert index, f"{self.logs / run}.log names no built book"
-        return {"stage": get_profile(RUNS[run][0]).artifacts_dir(self.root) / "book_src",
-                "index": Path(index[-1])}, self.book_outs[run]
+        return {"stage": stage, "index": Path(index[-1])}, self.book_outs[run]
 
     def _check(self, run: str) -> None:
         code = self.returncodes[run]
@@ -193,6 +198,13 @@ def book_runs(request, artifacts_root, tmp_path_factory):
     with torch_threads(1):
         yield books
     books.stop()
+
+
+@pytest.fixture(scope="session")
+def dry_run_chapters(smoke_artifacts, book_runs):
+    """The dry run's chapters but the appendix (``dry_run_book``'s run before its last part), executed: what
+    they wrote under the session's artifacts root, and their executed notebooks (``stage``); no book yet."""
+    return book_runs.result(BOOKS["dry_run_chapters"])
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from negutils.diagnosis import bag_of_concepts as boc
 from negutils.core import roc_auc
-from negutils.diagnosis import concept_embeddings, dilution_summary, text_coefficients
+from negutils.diagnosis import concept_embeddings, concept_pairs, dilution_summary, text_coefficients
 from negutils.report import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, collapse_verdicts, judge
 
 CATEGORIES = ["cat", "dog", "star", "boat", "cup"]
@@ -169,6 +169,19 @@ def test_dilution_when_negation_is_ignored_and_when_it_rejects():
     assert rejecting["median beta_c- negated"] < 0 and rejecting["share negated below control"] == 1.0
     with pytest.raises(KeyError, match="not in the list"):
         text_coefficients(bag_encoder(), CATEGORIES, pairs=[("cat", "zebra")])
+
+
+def test_a_profiles_dilution_pairs_are_a_seeded_sample_of_the_ordered_pairs():
+    every = concept_pairs(CATEGORIES)
+    assert len(every) == len(set(every)) == len(CATEGORIES) * (len(CATEGORIES) - 1)
+    assert all(a != b for a, b in every) and concept_pairs(CATEGORIES, len(every) + 5) == every
+    some = concept_pairs(CATEGORIES, 10, seed=1)
+    assert len(set(some)) == 10 and set(some) <= set(every)
+    assert some == sorted(some, key=every.index)                       # listed in the whole set's order
+    assert some == concept_pairs(CATEGORIES, 10, seed=1) != concept_pairs(CATEGORIES, 10, seed=2)
+    assert dilution_summary(text_coefficients(bag_encoder(), CATEGORIES, some))["pairs"] == 10
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        concept_pairs(CATEGORIES, 0)
 
 
 PAPER_LIKE = dict(

@@ -40,7 +40,7 @@ def test_every_chapter_executes_on_the_real_path(dry_run_book):
 
 
 @pytest.mark.notebooks
-def test_the_checkpoint_is_vit_b32_as_openai_weights_run(dry_run_book):
+def test_the_checkpoint_is_vit_b32_as_openai_weights_run(dry_run_chapters):
     inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
     checkpoint = inputs["parameters"]["checkpoint"]
     backbone = load_backbone("ViT-B-32", checkpoint=checkpoint)    # the loader that checks every key
@@ -50,7 +50,7 @@ def test_the_checkpoint_is_vit_b32_as_openai_weights_run(dry_run_book):
 
 
 @pytest.mark.notebooks
-def test_the_chapters_read_coco_voc_and_the_published_csvs(dry_run_book):
+def test_the_chapters_read_coco_voc_and_the_published_csvs(dry_run_chapters):
     inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
     retrieval = read_results(PROFILE, "00_zero_shot_retrieval")
     assert set(retrieval["dataset"]) == {"coco"} and set(retrieval["model"]) == {"ViT-B-32"}
@@ -64,8 +64,8 @@ def test_the_chapters_read_coco_voc_and_the_published_csvs(dry_run_book):
 
 
 @pytest.mark.notebooks
-def test_chapter_03_evaluates_the_released_negfull_in_its_base_models_activation(dry_run_book):
-    result, _ = dry_run_book
+def test_chapter_03_evaluates_the_released_negfull_in_its_base_models_activation(dry_run_chapters):
+    result, _ = dry_run_chapters
     inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
     released = torch.load(inputs["parameters"]["negfull_checkpoint"], weights_only=True)
     assert "negbook" not in released and next(iter(released["state_dict"])).startswith("module.")
@@ -90,7 +90,7 @@ def test_the_dry_run_builds_its_book_with_a_real_backbone_line(dry_run_book):
 
 
 @pytest.mark.notebooks
-def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_book, tmp_path, monkeypatch):
+def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_chapters, tmp_path, monkeypatch):
     inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
     for variable in inputs["env"]:                # unset for the command, restored after the test
         monkeypatch.setenv(variable, "")
@@ -123,7 +123,7 @@ def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_book, tmp_pat
 
 
 @pytest.mark.notebooks
-def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_book, tmp_path, capsys):
+def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_chapters, tmp_path, capsys):
     """The multi-GPU runner's feature extraction (README) on ViT-B-32 from a local checkpoint, two ranks on CPU,
     against the same command's one-process cache (run here: a third interpreter would only import torch again)."""
     inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())

@@ -8,7 +8,7 @@ from .collapse import (LcdAnalysis, against_untrained, bootstrap_layer_means, cu
                        peak_with_rising_alignment, probe_accuracy, select_layers)
 from .concepts import ConceptBank, KTN_TEMPLATES, concept_embeddings
 from .diagnostic import build_diagnostic_set, reword
-from .dilution import dilution_summary, text_coefficients
+from .dilution import concept_pairs, dilution_summary, text_coefficients
 from .ktn_theory import (lemma1_check, lemma1_summary, pick_showcase_gallery, pool_weight_sweep,
                          score_separation, top_k_scores)
 from .recognition import ORGANISM_TARGETS, object_recognition, organism_targets
@@ -19,7 +19,8 @@ from ..models.pretrain import backbone_retrieval_recall
 
 __all__ = ["ConceptBank", "KTN_TEMPLATES", "LcdAnalysis", "against_untrained", "backbone_retrieval_recall",
            "bootstrap_layer_means",
-           "ORGANISM_TARGETS", "build_diagnostic_set", "concept_embeddings", "curve_shape", "dilution_summary",
+           "ORGANISM_TARGETS", "build_diagnostic_set", "concept_embeddings", "concept_pairs", "curve_shape",
+           "dilution_summary",
            "divergence_per_item", "lcd_analysis", "lemma1_check", "lemma1_summary", "lcd_by_structure",
            "load_layer_choice", "negation_cosines", "object_recognition", "organism_targets",
            "peak_with_rising_alignment", "pick_showcase_gallery", "pool_weight_sweep", "probe_accuracy", "reword",

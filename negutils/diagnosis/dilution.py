@@ -35,11 +35,24 @@ def control_query(pos: str) -> str:
     return f"{capitalise(with_article(pos))} is present."
 
 
+def concept_pairs(concepts: Sequence[str], limit: int | None = None, seed: int = 0) -> list[tuple[str, str]]:
+    """Every ordered pair of distinct ``concepts``, or ``limit`` of them drawn at random with ``seed``
+    (a profile's size: three queries per pair, so on a real text tower the whole set costs more than
+    the rest of the chapter's captions), listed in the order of the whole set."""
+    pairs = list(itertools.permutations(concepts, 2))
+    if limit is None or limit >= len(pairs):
+        return pairs
+    if limit < 1:
+        raise ValueError(f"concept_pairs: limit must be at least 1 (or None for every pair); got {limit}")
+    keep = np.sort(np.random.default_rng(seed).choice(len(pairs), size=limit, replace=False))
+    return [pairs[k] for k in keep]
+
+
 def text_coefficients(encode: Callable[[Sequence[str]], torch.Tensor], concepts: Sequence[str],
                       pairs: Sequence[tuple[str, str]] | None = None) -> pd.DataFrame:
     """beta_c- and beta_c+ of the three queries for every ordered pair (default: all of them)."""
     concepts = list(concepts)
-    pairs = list(pairs) if pairs is not None else list(itertools.permutations(concepts, 2))
+    pairs = list(pairs) if pairs is not None else concept_pairs(concepts)
     unknown = sorted({c for pair in pairs for c in pair} - set(concepts))
     if unknown:
         raise KeyError(f"text_coefficients: pairs name concepts not in the list: {unknown[:5]}")
