@@ -198,7 +198,8 @@ PROFILES["gpu-dryrun"] = dataclasses.replace(
     # written in COCO's and VOC's layouts, so COCO-Confusion takes galleries of 2 images; NegFull fine-tunes all of
     # ViT-B-32, so one protocol at one alpha (the smoke run covers the others); LCSE calibrates on a third of the
     # smoke run's pairwise tests (each encodes a pretrain image at 224 px); FACTOR keeps every split and operator
-    # at 58 caption pairs instead of the smoke run's 140 (ViT-B-32's text tower is the rest of its cost)
+    # at 58 caption pairs instead of the smoke run's 140 (ViT-B-32's text tower is the rest of its cost): with the
+    # smoke run's sample of dilution pairs, its chapters but the appendix took 253 CPU-s against 281 before both
     world=dataclasses.replace(PROFILES["smoke"].world, negtrain=64, val=32, ood=16),
     training_free=TrainingFreeSettings(calibration_samples=10),
     benchmarks=dataclasses.replace(PROFILES["smoke"].benchmarks, confusion=ConfusionConfig(m_min=2, m_max=10),

@@ -39,11 +39,11 @@ def concept_pairs(concepts: Sequence[str], limit: int | None = None, seed: int =
     """Every ordered pair of distinct ``concepts``, or ``limit`` of them drawn at random with ``seed``
     (a profile's size: three queries per pair, so on a real text tower the whole set costs more than
     the rest of the chapter's captions), listed in the order of the whole set."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"concept_pairs: limit must be at least 1 (or None for every pair); got {limit}")
     pairs = list(itertools.permutations(concepts, 2))
     if limit is None or limit >= len(pairs):
         return pairs
-    if limit < 1:
-        raise ValueError(f"concept_pairs: limit must be at least 1 (or None for every pair); got {limit}")
     keep = np.sort(np.random.default_rng(seed).choice(len(pairs), size=limit, replace=False))
     return [pairs[k] for k in keep]
 
