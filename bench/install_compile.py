@@ -52,7 +52,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        # pip's download of the pins into a folder reads every wheel once: both installs then find them cached
+        # pip's download of the pins into a folder reads every wheel once, so both installs then read them from
+        # the page cache (they install from pip's configured indexes, not from this folder)
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", f"{scratch}/wheels", *TORCH],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rows = [{"way": way, **install(Path(scratch) / f"venv{k}", flags)}
