@@ -45,10 +45,11 @@ class PlanColumn:
 @dataclass(frozen=True)
 class QueryEdit:
     """One caption on one gallery: the text vector it is scored with (a ``Fold``'s vector in it),
-    the constant and the (derived column, weight) pairs added to its cosines."""
+    the constant and the (position in the gallery's derived matrix, weight) pairs added to its cosines,
+    the positions looked up once per caption and gallery rather than on every call."""
     text: torch.Tensor
     constant: float
-    derived: tuple[tuple[Hashable, float], ...]
+    derived: tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
@@ -196,13 +197,14 @@ class ParsedTextScorer:
             self._gallery_queries = (image_features, key, known)
         todo = [c for c in dict.fromkeys(captions) if c not in known]
         if todo:
+            folds = {}
             for caption, text, plan in zip(todo, self.corrected(todo), self._plans(todo)):
-                if plan is None:
-                    known[caption] = QueryEdit(text, 0.0, ())
-                    continue
-                fold = self._fold(plan, image_features, pool) or Fold(derived=((PlanColumn(plan, pool), 1.0),))
-                vector = text if fold.vector is None else text + fold.vector
-                known[caption] = QueryEdit(vector, fold.constant, fold.derived)
+                fold = Fold() if plan is None else (self._fold(plan, image_features, pool)
+                                                    or Fold(derived=((PlanColumn(plan, pool), 1.0),)))
+                folds[caption] = (text if fold.vector is None else text + fold.vector, fold)
+            _, position = self._derived_matrix(image_features, [k for _, f in folds.values() for k, _ in f.derived])
+            known.update({caption: QueryEdit(vector, fold.constant, tuple((position[k], w) for k, w in fold.derived))
+                          for caption, (vector, fold) in folds.items()})
         return [known[c] for c in captions]
 
     def _score(self, image_features, captions, pool) -> torch.Tensor:
@@ -224,16 +226,15 @@ class ParsedTextScorer:
         weight matrix, or, where that costs more than a gather per (query, column) pair, gathered."""
         constant = torch.tensor([q.constant for q in queries], dtype=torch.float32)
         has_constant = bool(constant.any())
-        pairs = [(j, key, weight) for j, q in enumerate(queries) for key, weight in q.derived]
+        pairs = [(column, j, weight) for j, q in enumerate(queries) for column, weight in q.derived]
         if not (has_constant or pairs):
             return None
         add_derived = None
         if pairs:
-            matrix, position = self._derived_matrix(image_features, [key for _, key, _ in pairs])
-            add_derived = _derived_adder(torch.tensor([position[key] for _, key, _ in pairs]),
-                                         torch.tensor([j for j, _, _ in pairs]),
-                                         torch.tensor([weight for _, _, weight in pairs], dtype=torch.float32),
-                                         matrix.shape[1], len(queries))
+            matrix, _ = self._derived_matrix(image_features, ())     # the columns ``_queries`` asked for
+            columns, targets, weights = torch.tensor(pairs, dtype=torch.float64).T
+            add_derived = _derived_adder(columns.long(), targets.long(), weights.float(), matrix.shape[1],
+                                         len(queries))
 
         def edit(block: torch.Tensor, start: int, stop: int) -> None:
             if has_constant:
