@@ -120,7 +120,11 @@ def test_image_embeddings_are_kept_on_disk_per_file_and_an_image_replaced_in_pla
     monkeypatch.setattr(Backbone, "encode_images", lambda self, images, **k: encoded.append(len(images)) or
                         encode(self, images, **k))
     try:
-        assert torch.equal(ClipScorer(second).image_features(split, [0, 1, 2]), plain)
+        again = ClipScorer(second).image_features(split, [0, 1, 2])
         assert encoded == [1]
+        assert torch.equal(again[[0, 2]], plain[[0, 2]])                 # read from disk
+        # encoded alone rather than in a batch of three: on some CPUs (this one with AMX) the kernels a batch of
+        # one takes round differently, by 6e-8 measured
+        torch.testing.assert_close(again[1], plain[1], rtol=0, atol=1e-6)
     finally:
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))            # the shared world as it was
