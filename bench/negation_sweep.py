@@ -8,8 +8,9 @@ Writes bench/results/negation_sweep.csv (one row per rate: pretraining and measu
 recorded when the run was made, the wall seconds of this invocation's side-by-side pretraining and
 of each rate's measurement, the headline measures) and
 negation_sweep_verdicts.csv (the chapter's verdict per paper claim). Needs the profile's world and
-benchmarks (run chapters 00-03 first); on 2 cores it took 56 minutes the first time, before pretraining
-trimmed its text positions and ``run_rate`` measured on one thread (the committed CSVs are that run's).
+benchmarks (run chapters 00-03 first). On 2 cores it took 39.2 minutes (31.8 pretraining the rates two at a
+time, 7.4 measuring them; the committed CSVs are that run's, in the hour pretraining ran at 299 samples/s), and 56
+minutes the first time, before pretraining trimmed its text positions and its step took 0.75 of its time.
 """
 from __future__ import annotations
 
