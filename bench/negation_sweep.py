@@ -9,8 +9,8 @@ recorded when the run was made, the wall seconds of this invocation's side-by-si
 of each rate's measurement, the headline measures) and
 negation_sweep_verdicts.csv (the chapter's verdict per paper claim). Needs the profile's world and
 benchmarks (run chapters 00-03 first). On 2 cores it took 39.2 minutes (31.8 pretraining the rates two at a
-time, 7.4 measuring them; the committed CSVs are that run's, in the hour pretraining ran at 299 samples/s), and 56
-minutes the first time, before pretraining trimmed its text positions and its step took 0.75 of its time.
+time, 7.4 measuring them; the committed CSVs are that run's, made in the hour of the 22.5-minute `make book`), and
+56 minutes the first time, before pretraining trimmed its text positions and its step took 0.75 of its time.
 """
 from __future__ import annotations
 
