@@ -49,7 +49,7 @@ class QueryEdit:
     the positions looked up once per caption and gallery rather than on every call."""
     text: torch.Tensor
     constant: float
-    derived: tuple[tuple[int, float], ...]
+    columns: tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ class ParsedTextScorer:
         weight matrix, or, where that costs more than a gather per (query, column) pair, gathered."""
         constant = torch.tensor([q.constant for q in queries], dtype=torch.float32)
         has_constant = bool(constant.any())
-        pairs = [(column, j, weight) for j, q in enumerate(queries) for column, weight in q.derived]
+        pairs = [(column, j, weight) for j, q in enumerate(queries) for column, weight in q.columns]
         if not (has_constant or pairs):
             return None
         add_derived = None
