@@ -6,15 +6,22 @@ Random unit image features stand in for a gallery (timing does not depend on the
 the image x concept matrix is computed once per gallery before timing (a cache, like the text).
 Holistic cost grows with the embedding width d and the edits do not, so the ratio is measured on
 the cpu organism (d = 256) and on ViT-B-32's architecture (d = 512, random weights: no download).
-Every scorer, vanilla included, computes its scores one cache-sized block of images at a time
-(``scores_in_blocks``), KTN and LCSE adding each block's rows of their per-gallery edit columns (each
-plan's edit, computed on the gallery's first call) while it is in cache; the row "vanilla, one matrix
-product" is the plain ``image @ text.T`` beside it, so the blocking's own effect shows, and the rows
-"KTN, columns gathered" and "LCSE, columns gathered" add the edit columns by the scorers' other path
-(a gather per query and column instead of the [K, Q] product; ``GATHERED_PAIR_COST``). Two columns
-split each method's time into the product of its (corrected) text vectors alone and the edits added
-to it; the last two time the first call on a new gallery (a copy of it), which computes the image x
-concept matrix and every edit column once, text and parses already cached.
+Every scorer computes its scores as one matrix product: vanilla ``image @ text.T``; KTN and LCSE
+over the gallery's image features with a column of ones and their per-gallery edit columns appended
+(each plan's edit, computed on the gallery's first call), against each query's text vector with its
+constant and column weights appended, so an edit column costs what one more embedding dimension
+does. The row "vanilla, in blocks" is the same product one cache-sized block of images at a time
+(``scores_in_blocks``), the scorers' other path: the rows "KTN, columns gathered" and "LCSE, columns
+gathered" take it, each block's rows of the edit columns gathered per query and column (taken when
+the appended columns would cost more, as with thousands of distinct plans; ``GATHERED_PAIR_COST``).
+Two columns split each method's time into the product of its (corrected) text vectors alone and
+the edits added to it; the last two time the first call on a new gallery (a copy of it), which
+computes the image x concept matrix, every edit column and the appended gallery once, text and
+parses already cached.
+
+A second table (``training_free_widths.csv``) times holistic scoring's product alone with k more
+columns on both sides, random data, at the bench's galleries up to 100K: what appending K edit
+columns costs by itself, the floor under KTN's and LCSE's ratios in this design.
 
     .venv/bin/python bench/training_free_overhead.py [--queries 64] [--galleries 10000 100000 500000]
 """
@@ -33,16 +40,19 @@ from common import write_result  # noqa: E402
 from tap_overhead import negbench_like_captions  # noqa: E402
 
 from negutils.benchmarks import ClipScorer  # noqa: E402
+from negutils.benchmarks.evaluate import scores_in_blocks  # noqa: E402
 from negutils.methods import Calibration, EmbeddingCorrectionScorer, KtnScorer, LcseScorer  # noqa: E402
 from negutils.methods import parsed_scorer  # noqa: E402
 from negutils.models import load_backbone  # noqa: E402
-from negutils.report.performance import ONE_SHOT_PRODUCT  # noqa: E402
+from negutils.report.performance import BLOCKED_PRODUCT  # noqa: E402
 from negutils.world import CATEGORY_NAMES  # noqa: E402
 
 REPEATS = 25        # best of: on 2 shared cores single timings vary by 5-20%, and best of 9 still by 10%
 FIRST_CALLS = 3
 # rows timing a method's scores with its edit columns gathered: {row: method}
 GATHERED_ROWS = {f"{name}, columns gathered": name for name in ("KTN", "LCSE")}
+APPENDED_WIDTHS = (0, 8, 16, 24, 32, 40, 48, 64)
+WIDTHS_UP_TO = 100000         # images: a copy of the gallery per width, 0.8 GB at 100K and d = 512
 
 
 def main() -> None:
@@ -54,6 +64,10 @@ def main() -> None:
     captions = [c for c in negbench_like_captions(4 * args.queries) if " not " in c or " no " in c][:args.queries]
     frame = pd.concat([overheads(name, captions, args.galleries) for name in args.models], ignore_index=True)
     write_result(frame, "training_free_overhead", digits=4)
+    dims = {load_backbone(name).embed_dim for name in args.models}
+    widths = pd.concat([appended_width_costs(d, n, args.queries) for d in sorted(dims)
+                        for n in args.galleries if n <= WIDTHS_UP_TO], ignore_index=True)
+    write_result(widths, "training_free_widths", digits=4)
     growth = frame.pivot_table(index=["model", "method"], columns="gallery", values="seconds")
     print("seconds at the largest gallery / the smallest:")
     print((growth[growth.columns.max()] / growth[growth.columns.min()]).round(1).to_string())
@@ -72,8 +86,8 @@ def best_of_interleaved(runs: dict, repeats: int) -> dict[str, float]:
 
 
 def gathered(run):
-    """``run`` with every per-gallery edit column gathered per (query, column) pair instead of added by
-    the [K, Q] matrix product (``parsed_scorer._derived_adder``'s other branch)."""
+    """``run`` with every per-gallery edit column gathered per (query, column) pair in blocks of images
+    instead of appended to the matrix product (``ParsedTextScorer._score``'s other branch)."""
     def with_gathered_columns():
         saved, parsed_scorer.GATHERED_PAIR_COST = parsed_scorer.GATHERED_PAIR_COST, 0
         try:
@@ -95,6 +109,17 @@ def first_call_seconds(scorer, gallery: torch.Tensor, captions: list[str]) -> fl
     return best
 
 
+def appended_width_costs(embed_dim: int, gallery: int, queries: int) -> pd.DataFrame:
+    """[gallery, d + k] @ [queries, d + k].T for each k of ``APPENDED_WIDTHS``, each operand contiguous,
+    timed in turns, as multiples of k = 0."""
+    generator = torch.Generator().manual_seed(embed_dim)
+    operands = {k: (torch.randn(gallery, embed_dim + k, generator=generator),
+                    torch.randn(queries, embed_dim + k, generator=generator)) for k in APPENDED_WIDTHS}
+    timed = best_of_interleaved({k: (lambda a=a, b=b: a @ b.T) for k, (a, b) in operands.items()}, REPEATS)
+    return pd.DataFrame([{"embed dim": embed_dim, "gallery": gallery, "queries": queries, "appended columns": k,
+                          "seconds": t, "x no columns": t / timed[0]} for k, t in timed.items()])
+
+
 def overheads(model_name: str, captions: list[str], galleries: list[int]) -> pd.DataFrame:
     torch.manual_seed(0)
     backbone = load_backbone(model_name)
@@ -109,7 +134,7 @@ def overheads(model_name: str, captions: list[str], galleries: list[int]) -> pd.
             scorer.score(gallery, captions)              # warm: text, parses, concept columns
         text = vanilla.text_features(captions)
         runs = {name: (lambda s=scorer: s.score(gallery, captions)) for name, scorer in scorers.items()}
-        runs[ONE_SHOT_PRODUCT] = lambda: gallery @ text.T
+        runs[BLOCKED_PRODUCT] = lambda: scores_in_blocks(gallery, text)
         # the scorers' other way to add the edit columns, timed so GATHERED_PAIR_COST's choice shows
         runs.update({row: gathered(lambda s=scorers[name]: s.score(gallery, captions))
                      for row, name in GATHERED_ROWS.items()})
@@ -117,12 +142,15 @@ def overheads(model_name: str, captions: list[str], galleries: list[int]) -> pd.
         runs.update({f"{name} product": (lambda s=scorer: s.product_scores(gallery, captions))
                      for name, scorer in scorers.items() if hasattr(scorer, "product_scores")})
         timed = best_of_interleaved(runs, REPEATS)
-        seconds = {name: timed[name] for name in [*scorers, ONE_SHOT_PRODUCT, *GATHERED_ROWS]}
+        seconds = {name: timed[name] for name in [*scorers, BLOCKED_PRODUCT, *GATHERED_ROWS]}
         product = {name: timed.get(f"{GATHERED_ROWS.get(name, name)} product", t) for name, t in seconds.items()}
+        columns = {name: scorer.edit_columns(gallery) for name, scorer in scorers.items()
+                   if hasattr(scorer, "edit_columns")}
         first = {name: first_call_seconds(scorer, gallery, captions) for name, scorer in scorers.items()}
         first.update({name: float("nan") for name in seconds if name not in first})    # not a method of its own
         rows += [{"model": model_name, "embed dim": backbone.embed_dim, "gallery": n, "queries": len(captions),
-                  "method": name, "seconds": t, "x vanilla": t / seconds["vanilla"],
+                  "method": name, "edit columns": columns.get(GATHERED_ROWS.get(name, name), 0),
+                  "seconds": t, "x vanilla": t / seconds["vanilla"],
                   "matrix product x vanilla": product[name] / seconds["vanilla"],
                   "edits x vanilla": (t - product[name]) / seconds["vanilla"],
                   "first call on a new gallery s": first[name],

@@ -129,16 +129,16 @@ def test_the_appendix_names_the_slowest_chapter_of_its_own_profile():
     assert "`03_x` at 900 s" in fd.chapter_findings("90_performance", results, "gpu-dryrun")[0].text
 
 
-def test_the_latency_sentence_names_the_training_free_methods_not_the_one_shot_product():
-    from negutils.report.performance import ONE_SHOT_PRODUCT
+def test_the_latency_sentence_names_the_training_free_methods_not_the_blocked_product():
+    from negutils.report.performance import BLOCKED_PRODUCT
     ratios = pd.DataFrame({"area": "query latency", "ratio of": "seconds over holistic cosine's",
-                           "measure": [f"{m} vs holistic, {n:,} images" for m in ("KTN", "LCSE", ONE_SHOT_PRODUCT)
+                           "measure": [f"{m} vs holistic, {n:,} images" for m in ("KTN", "LCSE", BLOCKED_PRODUCT)
                                        for n in (10000, 500000)],
                            "ratio": [1.4, 1.2, 1.5, 1.3, 1.05, 1.09]})
     results = {"90_notebook_times": pd.DataFrame(columns=["profile", "notebook", "seconds"]), "90_ratios": ratios}
     (latency,) = [f for f in fd.chapter_findings("90_performance", results, "cpu") if f.section == "ch90-latency"]
     assert "At 500,000 images" in latency.text and "KTN 1.20, LCSE 1.30." in latency.text
-    assert ONE_SHOT_PRODUCT not in latency.text
+    assert BLOCKED_PRODUCT not in latency.text
 
 
 def test_the_opening_words_of_chapter_00_follow_its_numbers():

@@ -206,3 +206,23 @@ def test_edit_columns_added_by_product_or_by_gather_give_the_same_scores(scorers
             monkeypatch.setattr(parsed_scorer, "GATHERED_PAIR_COST", cost)
             scored[cost] = scorer.score(feats, CAPTIONS).numpy()
         assert np.allclose(scored[0], scored[10 ** 9], rtol=0, atol=1e-7)
+
+
+def test_scores_stay_right_while_later_calls_add_columns_to_the_gallery():
+    """The gallery with its derived columns appended, and the queries' weights on them, are kept between
+    calls; a call whose captions add columns must rebuild both, so an earlier caption list scored again
+    (same captions, more columns) still equals the per-caption formulas, in either order."""
+    feats = gallery(500, seed=11)
+    first, second = CAPTIONS[:6], CAPTIONS[6:]
+    for scorer, by_caption in ((KtnScorer(None, hashed_encoder, VOCABULARY),
+                                lambda s, c: ktn_by_caption(s, feats, c, pool=len(feats))),
+                               (LcseScorer(None, hashed_encoder, Calibration(0.05, 30.0)),
+                                lambda s, c: lcse_by_caption(s, feats, c))):
+        before = scorer.score(feats, first).numpy()
+        columns = scorer.edit_columns(feats)
+        assert np.allclose(scorer.score(feats, second).numpy(), by_caption(scorer, second), rtol=0, atol=1e-6)
+        assert scorer.edit_columns(feats) > columns > 0
+        again = scorer.score(feats, first).numpy()
+        assert np.allclose(again, by_caption(scorer, first), rtol=0, atol=1e-6)
+        assert np.allclose(again, before, rtol=0, atol=1e-6)
+        assert scorer.edit_columns(gallery(500, seed=12)) == 0          # a gallery it has not scored

@@ -52,9 +52,10 @@ def scores_in_blocks(image_features: torch.Tensor, text: torch.Tensor,
                      edit: Callable[[torch.Tensor, int, int], None] | None = None) -> torch.Tensor:
     """[I, Q] ``image_features @ text.T``, computed one block of images at a time into one output, and
     ``edit(block, start, stop)`` applied to each block in place right after its product, while the
-    block is still in cache (KTN's and LCSE's per-image score edits). Row by row the same matrix
-    product as the one-shot ``@`` (equal bit for bit on the CPUs measured; tests/test_evaluate.py);
-    ``bench/training_free_overhead.py`` times both, and neither is reliably the faster there."""
+    block is still in cache (KTN's and LCSE's per-image edit columns gathered per query, when there
+    are too many distinct columns to append to the product). Row by row the same matrix product as the
+    one-shot ``@`` (equal bit for bit on the CPUs measured; tests/test_evaluate.py), and 5-14% slower
+    than it at 10K-500K images (``bench/training_free_overhead.py``), so nothing else scores in blocks."""
     scores = torch.empty(len(image_features), len(text), dtype=torch.result_type(image_features, text),
                          device=image_features.device)
     rows = rows_per_block(len(text))
@@ -105,7 +106,7 @@ class ClipScorer:
         return torch.stack([self._text[c] for c in captions])
 
     def score(self, image_features: torch.Tensor, captions: Sequence[str]) -> torch.Tensor:
-        return scores_in_blocks(image_features, self.text_features(captions))
+        return image_features @ self.text_features(captions).T
 
 
 def split_image_embeddings(backbone: Backbone, split: CocoSplit) -> torch.Tensor:

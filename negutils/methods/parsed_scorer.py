@@ -10,9 +10,13 @@ fixed weighted sum of per-image columns (LCSE's "not A": -2 (s_A - mu), linear i
 rejection with C+ empty: a sigmoid of one concept column, the same for every query that negates
 that concept) is a ``Fold``, its vector joining the query's text vector; any other plan's edit
 (KTN with C+, LCSE's AND) is computed by ``_block_edit`` over the gallery once, the first time a
-caption with that plan is scored on it (``PlanColumn``). Scoring a gallery is then one pass over it
-in blocks of images (``scores_in_blocks``): each block's cosines, then its rows of those columns
-added, as one small matrix product or gathered per query, whichever costs fewer operations."""
+caption with that plan is scored on it (``PlanColumn``). Scoring a gallery is then one matrix product:
+the gallery's image features with its K derived columns appended (kept per gallery; a fold's constant
+is the weight of a column of ones) against each query's text vector with its columns' weights
+appended, so the edit costs K more multiply-adds per (image, query) inside the product, as K more
+embedding dimensions would, and no pass of its own. Where K x Q of
+those cost more than gathering each query's few columns (every query its own plan), the gallery is
+scored in blocks instead, each block's rows of the columns gathered per query (``scores_in_blocks``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,12 +48,15 @@ class PlanColumn:
 
 @dataclass(frozen=True)
 class QueryEdit:
-    """One caption on one gallery: the text vector it is scored with (a ``Fold``'s vector in it),
-    the constant and the (position in the gallery's derived matrix, weight) pairs added to its cosines,
-    the positions looked up once per caption and gallery rather than on every call."""
+    """One caption on one gallery: the text vector it is scored with (a ``Fold``'s vector in it) and
+    the (position in the gallery's derived matrix, weight) pairs added to its cosines, the positions
+    looked up once per caption and gallery rather than on every call."""
     text: torch.Tensor
-    constant: float
     columns: tuple[tuple[int, float], ...]
+
+
+# the key of the derived column of ones: a ``Fold``'s constant is its weight
+ONES = ("ones",)
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,8 @@ class ParsedTextScorer:
         self.fallbacks: set[str] = set()
         self._derived: tuple[torch.Tensor | None, Hashable, dict, torch.Tensor] = (None, (), {}, torch.empty(0))
         self._gallery_queries: tuple[torch.Tensor | None, tuple, dict[str, QueryEdit]] = (None, (), {})
+        self._augmented: tuple[torch.Tensor | None, Hashable, torch.Tensor] = (None, (), torch.empty(0))
+        self._last_call: tuple[torch.Tensor | None, Hashable, tuple] = (None, (), (None, None))
 
     def image_features(self, split, indices) -> torch.Tensor:
         return self.image_scorer.image_features(split, indices)
@@ -146,10 +155,17 @@ class ParsedTextScorer:
         if new:
             position.update({k: matrix.shape[1] + j for j, k in enumerate(new)})
             planned = self._plan_columns(image_features, [k for k in new if isinstance(k, PlanColumn)])
-            columns = [planned[k] if k in planned else self._derived_column(image_features, k) for k in new]
+            columns = [planned[k] if k in planned else torch.ones(len(image_features)) if k == ONES
+                       else self._derived_column(image_features, k) for k in new]
             matrix = torch.cat([matrix, torch.stack(columns, dim=1)], dim=1)
         self._derived = (gallery, settings, position, matrix)
         return matrix, position
+
+    def edit_columns(self, image_features: torch.Tensor) -> int:
+        """How many derived columns the gallery has so far: each costs one more multiply-add per image and
+        query in the product (``bench/training_free_overhead.py`` reports it beside the ratios)."""
+        gallery, settings, _, matrix = self._derived
+        return matrix.shape[1] if gallery is image_features and settings == self._edit_settings() else 0
 
     def _plan_columns(self, image_features: torch.Tensor, keys: Sequence[PlanColumn]) -> dict[PlanColumn, torch.Tensor]:
         """[I] float32 edit of each plan over the whole gallery: one ``_block_edit`` per shape and pool,
@@ -189,8 +205,8 @@ class ParsedTextScorer:
 
     def _queries(self, image_features: torch.Tensor, captions: Sequence[str], pool: int) -> list[QueryEdit]:
         """What each caption adds to the gallery's cosines, worked out once per caption and gallery:
-        its text vector with any ``Fold``'s vector in it, and the fold's constant and columns (a plan
-        that does not fold is one ``PlanColumn``)."""
+        its text vector with any ``Fold``'s vector in it, and the fold's columns, its constant the weight
+        of the column of ones (a plan that does not fold is one ``PlanColumn``)."""
         gallery, key, known = self._gallery_queries
         if gallery is not image_features or key != (pool, self._edit_settings()):
             key, known = (pool, self._edit_settings()), {}
@@ -201,47 +217,58 @@ class ParsedTextScorer:
             for caption, text, plan in zip(todo, self.corrected(todo), self._plans(todo)):
                 fold = Fold() if plan is None else (self._fold(plan, image_features, pool)
                                                     or Fold(derived=((PlanColumn(plan, pool), 1.0),)))
-                folds[caption] = (text if fold.vector is None else text + fold.vector, fold)
-            _, position = self._derived_matrix(image_features, [k for _, f in folds.values() for k, _ in f.derived])
-            known.update({caption: QueryEdit(vector, fold.constant, tuple((position[k], w) for k, w in fold.derived))
-                          for caption, (vector, fold) in folds.items()})
+                derived = fold.derived + (((ONES, fold.constant),) if fold.constant else ())
+                folds[caption] = (text if fold.vector is None else text + fold.vector, derived)
+            _, position = self._derived_matrix(image_features, [k for _, d in folds.values() for k, _ in d])
+            known.update({caption: QueryEdit(vector, tuple((position[k], w) for k, w in derived))
+                          for caption, (vector, derived) in folds.items()})
         return [known[c] for c in captions]
 
     def _score(self, image_features, captions, pool) -> torch.Tensor:
-        """The cosines with every ``Fold``'s vector, a block of images at a time, each block then given
-        the queries' constants and their rows of the gallery's derived columns while it is in cache."""
+        """The cosines with every ``Fold``'s vector plus each query's weighted derived columns."""
+        gallery, key, (text, edit) = self._last_call       # kept for the next call with the same captions
+        call = (pool, self._edit_settings(), tuple(captions))
+        if gallery is not image_features or key != (*call, self.edit_columns(image_features)):
+            text, edit = self._right_hand_side(image_features, captions, pool)
+            self._last_call = (image_features, (*call, self.edit_columns(image_features)), (text, edit))
+        if edit is not None:
+            return scores_in_blocks(image_features.float(), text, edit)
+        width = text.shape[1] - image_features.shape[1]
+        images = self._augmented_gallery(image_features) if width else image_features.float()
+        return images @ text.T
+
+    def _right_hand_side(self, image_features, captions, pool):
+        """What ``_score`` multiplies the gallery by: [Q, d + K] the queries' text vectors with their
+        weights on the K derived columns appended, and no block edit; or (many distinct columns, few used
+        per query) [Q, d] the text vectors alone and the edit gathering each query's columns per block."""
         queries = self._queries(image_features, captions, pool)
-        return scores_in_blocks(image_features.float(), _text_of(queries, image_features.shape[1]),
-                                self._block_edits(image_features, queries))
+        text = _text_of(queries, image_features.shape[1])
+        pairs = [(column, j, weight) for j, q in enumerate(queries) for column, weight in q.columns]
+        if not pairs:
+            return text, None
+        matrix, _ = self._derived_matrix(image_features, ())     # the columns ``_queries`` asked for
+        columns, targets, weights = torch.tensor(pairs, dtype=torch.float64).T
+        columns, targets, weights = columns.long(), targets.long(), weights.float()
+        if matrix.shape[1] * len(queries) > GATHERED_PAIR_COST * len(pairs):
+            return text, _gathered_edits(matrix, columns, targets, weights)
+        appended = torch.zeros(len(queries), matrix.shape[1]).index_put_((targets, columns), weights, accumulate=True)
+        return torch.cat([text, appended], dim=1), None
+
+    def _augmented_gallery(self, image_features: torch.Tensor) -> torch.Tensor:
+        """[I, d + K] the gallery's image features with its derived columns appended, kept while the
+        gallery, the settings and the derived matrix are the same (a new column rebuilds it)."""
+        gallery, key, augmented = self._augmented
+        matrix, _ = self._derived_matrix(image_features, ())
+        if gallery is not image_features or key != (self._edit_settings(), matrix.shape[1]):
+            augmented = torch.cat([image_features.float(), matrix], dim=1)
+            self._augmented = (image_features, (self._edit_settings(), matrix.shape[1]), augmented)
+        return augmented
 
     def product_scores(self, image_features, captions) -> torch.Tensor:
-        """The first step of ``_score`` alone: the cosines with the queries' text vectors, no edits
+        """The cosines with the queries' text vectors alone, no derived columns
         (``bench/training_free_overhead.py`` times it to show what the edits cost)."""
         queries = self._queries(image_features, list(captions), len(image_features))
-        return scores_in_blocks(image_features.float(), _text_of(queries, image_features.shape[1]))
-
-    def _block_edits(self, image_features, queries: list[QueryEdit]):
-        """The function ``scores_in_blocks`` applies to each block of images (None if no query edits):
-        the constants, and the derived columns' rows entering as one small matrix product by a [K, Q]
-        weight matrix, or, where that costs more than a gather per (query, column) pair, gathered."""
-        constant = torch.tensor([q.constant for q in queries], dtype=torch.float32)
-        has_constant = bool(constant.any())
-        pairs = [(column, j, weight) for j, q in enumerate(queries) for column, weight in q.columns]
-        if not (has_constant or pairs):
-            return None
-        add_derived = None
-        if pairs:
-            matrix, _ = self._derived_matrix(image_features, ())     # the columns ``_queries`` asked for
-            columns, targets, weights = torch.tensor(pairs, dtype=torch.float64).T
-            add_derived = _derived_adder(columns.long(), targets.long(), weights.float(), matrix.shape[1],
-                                         len(queries))
-
-        def edit(block: torch.Tensor, start: int, stop: int) -> None:
-            if has_constant:
-                block.add_(constant)
-            if add_derived is not None:
-                add_derived(block, matrix[start:stop])
-        return edit
+        return image_features.float() @ _text_of(queries, image_features.shape[1]).T
 
     def _block_edit(self, shape, slot_columns: torch.Tensor, pool: int) -> Callable[[torch.Tensor], torch.Tensor]:
         """The elementwise edit of G plans of one ``shape``, as a function of one block of images'
@@ -269,27 +296,23 @@ class ParsedTextScorer:
         return out
 
 
-# what gathering one (query, column) pair costs, in units of the [K, Q] product's per-image multiply-add: 63-100
-# measured at d = 256 and 512 (bench/training_free_overhead.py, "columns gathered" rows against the product's);
-# the low end, so the gather (whose cost does not grow with K x Q) is taken a little early rather than late
+# what gathering one (query, column) pair costs, in multiply-adds of the appended product per image: the two
+# paths time within noise of each other at K x Q / pairs = 22 (LCSE) and 40 (KTN) in the bench's 64 queries
+# (bench/training_free_overhead.py, "columns gathered" rows); 64 keeps the one product (no block loop) until
+# the gather, whose cost does not grow with K x Q, is clearly the cheaper
 GATHERED_PAIR_COST = 64
 
 
-def _derived_adder(columns: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, n_columns: int,
-                   n_queries: int) -> Callable[[torch.Tensor, torch.Tensor], None]:
-    """``add(block, rows)`` adding weights[p] * rows[:, columns[p]] to block[:, targets[p]] for every pair p:
-    as ``block += rows @ W`` with the [K, Q] weight matrix W while that product's K x Q multiply-adds per
-    image cost less than gathering the pairs (a few distinct plans and concepts, as in a benchmark's
-    queries), else by gathering (every query its own plan: W's cost would grow with K x Q)."""
-    if n_columns * n_queries <= GATHERED_PAIR_COST * len(columns):
-        matrix = torch.zeros(n_columns, n_queries).index_put_((columns, targets), weights, accumulate=True)
-        return lambda block, rows: block.addmm_(rows, matrix)
+def _gathered_edits(matrix: torch.Tensor, columns: torch.Tensor, targets: torch.Tensor,
+                    weights: torch.Tensor) -> Callable[[torch.Tensor, int, int], None]:
+    """The edit ``scores_in_blocks`` applies to each block of images: weights[p] * matrix[:, columns[p]]
+    added to the scores of query targets[p], for every pair p."""
     unit = bool((weights == 1).all())
 
-    def gather(block: torch.Tensor, rows: torch.Tensor) -> None:
-        gathered = rows.index_select(1, columns)
+    def edit(block: torch.Tensor, start: int, stop: int) -> None:
+        gathered = matrix[start:stop].index_select(1, columns)
         block.index_add_(1, targets, gathered if unit else gathered.mul_(weights))
-    return gather
+    return edit
 
 
 def _text_of(queries: Sequence[QueryEdit], width: int) -> torch.Tensor:

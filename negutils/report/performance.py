@@ -13,6 +13,7 @@ BENCH_RESULTS = REPO_ROOT / "bench" / "results"
 BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "bench/feature_cache.py",
                  "peakpatch_training": "bench/peakpatch_training.py",
                  "training_free_overhead": "bench/training_free_overhead.py",
+                 "training_free_widths": "bench/training_free_overhead.py",
                  "main_job_notebooks": "bench/main_job_profile.py", "main_job_cells": "bench/main_job_profile.py",
                  "negation_sweep": "bench/negation_sweep.py", "negation_sweep_verdicts": "bench/negation_sweep.py",
                  "thread_scaling": "bench/thread_scaling.py", "edit_pass_costs": "bench/edit_pass_costs.py",
@@ -28,9 +29,10 @@ def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-# bench/training_free_overhead.py's row for holistic scoring as one ``image @ text.T``, beside the blocked
-# product every scorer runs: a measure of the blocking, not a training-free method
-ONE_SHOT_PRODUCT = "vanilla, one matrix product"
+# bench/training_free_overhead.py's row for holistic scoring one cache-sized block of images at a time
+# (``scores_in_blocks``, the scorers' path for gathered edit columns), beside the one ``image @ text.T``
+# every scorer runs: a measure of the blocking, not a training-free method
+BLOCKED_PRODUCT = "vanilla, in blocks"
 
 
 def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
