@@ -54,8 +54,9 @@ def scores_in_blocks(image_features: torch.Tensor, text: torch.Tensor,
     ``edit(block, start, stop)`` applied to each block in place right after its product, while the
     block is still in cache (KTN's and LCSE's per-image edit columns gathered per query, when there
     are too many distinct columns to append to the product). Row by row the same matrix product as the
-    one-shot ``@`` (equal bit for bit on the CPUs measured; tests/test_evaluate.py), and 5-14% slower
-    than it at 10K-500K images (``bench/training_free_overhead.py``), so nothing else scores in blocks."""
+    one-shot ``@`` (equal bit for bit on the CPUs measured; tests/test_evaluate.py), and 4-20% slower
+    than it at 10K-500K images (``bench/training_free_overhead.py``, "vanilla, in blocks"), so nothing
+    else scores in blocks."""
     scores = torch.empty(len(image_features), len(text), dtype=torch.result_type(image_features, text),
                          device=image_features.device)
     rows = rows_per_block(len(text))
