@@ -14,9 +14,9 @@ caption with that plan is scored on it (``PlanColumn``). Scoring a gallery is th
 the gallery's image features with its K derived columns appended (kept per gallery; a fold's constant
 is the weight of a column of ones) against each query's text vector with its columns' weights
 appended, so the edit costs K more multiply-adds per (image, query) inside the product, as K more
-embedding dimensions would, and no pass of its own. Where K x Q of
-those cost more than gathering each query's few columns (every query its own plan), the gallery is
-scored in blocks instead, each block's rows of the columns gathered per query (``scores_in_blocks``)."""
+embedding dimensions would, and no pass of its own. Where K x Q of those cost more than gathering
+each query's few columns (every query its own plan), the gallery is scored in blocks instead, each
+block's rows of the columns gathered per query (``scores_in_blocks``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,8 +61,8 @@ ONES = ("ones",)
 
 @dataclass(frozen=True)
 class Fold:
-    """A score edit ``image . vector + constant + sum_k weight_k * column_k(image)``: the vector rides in
-    the cosine's matrix product, the rest is added to each block of it; ``derived`` holds (column key,
+    """A score edit ``image . vector + constant + sum_k weight_k * column_k(image)``: the vector joins the
+    query's text vector, the constant weighs the column of ones (``ONES``); ``derived`` holds (column key,
     weight) pairs of the scorer's per-gallery ``_derived_column``s."""
     vector: torch.Tensor | None = None
     constant: float = 0.0
