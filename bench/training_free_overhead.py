@@ -7,10 +7,10 @@ the image x concept matrix is computed once per gallery before timing (a cache, 
 Holistic cost grows with the embedding width d and the edits do not, so the ratio is measured on
 the cpu organism (d = 256) and on ViT-B-32's architecture (d = 512, random weights: no download).
 Every scorer computes its scores as one matrix product: vanilla ``image @ text.T``; KTN and LCSE
-over the gallery's image features with a column of ones and their per-gallery edit columns appended
-(each plan's edit, computed on the gallery's first call), against each query's text vector with its
-constant and column weights appended, so an edit column costs what one more embedding dimension
-does. The row "vanilla, in blocks" is the same product one cache-sized block of images at a time
+over the gallery's image features with their per-gallery edit columns appended (each plan's edit,
+computed on the gallery's first call, and a column of ones where a query adds a constant), against
+each query's text vector with its column weights appended, so an edit column costs what one more
+embedding dimension does. The row "vanilla, in blocks" is the same product one cache-sized block of images at a time
 (``scores_in_blocks``), the scorers' other path: the rows "KTN, columns gathered" and "LCSE, columns
 gathered" take it, each block's rows of the edit columns gathered per query and column (taken when
 the appended columns would cost more, as with thousands of distinct plans; ``GATHERED_PAIR_COST``).
@@ -52,7 +52,7 @@ FIRST_CALLS = 3
 # rows timing a method's scores with its edit columns gathered: {row: method}
 GATHERED_ROWS = {f"{name}, columns gathered": name for name in ("KTN", "LCSE")}
 APPENDED_WIDTHS = (0, 8, 16, 24, 32, 40, 48, 64)
-WIDTHS_UP_TO = 100000         # images: a copy of the gallery per width, 0.8 GB at 100K and d = 512
+WIDTHS_UP_TO = 100000         # images: a gallery per width, 1.7 GB in all at 100K and d = 512
 
 
 def main() -> None:
@@ -64,8 +64,7 @@ def main() -> None:
     captions = [c for c in negbench_like_captions(4 * args.queries) if " not " in c or " no " in c][:args.queries]
     frame = pd.concat([overheads(name, captions, args.galleries) for name in args.models], ignore_index=True)
     write_result(frame, "training_free_overhead", digits=4)
-    dims = {load_backbone(name).embed_dim for name in args.models}
-    widths = pd.concat([appended_width_costs(d, n, args.queries) for d in sorted(dims)
+    widths = pd.concat([appended_width_costs(int(d), n, args.queries) for d in sorted(frame["embed dim"].unique())
                         for n in args.galleries if n <= WIDTHS_UP_TO], ignore_index=True)
     write_result(widths, "training_free_widths", digits=4)
     growth = frame.pivot_table(index=["model", "method"], columns="gallery", values="seconds")
