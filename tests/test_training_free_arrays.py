@@ -197,14 +197,20 @@ def test_each_plans_edit_is_computed_once_per_gallery(monkeypatch):
 
 @pytest.mark.parametrize("n", [300, 40000])
 def test_edit_columns_added_by_product_or_by_gather_give_the_same_scores(scorers, n, monkeypatch):
-    """The derived columns enter each block through a [K, Q] matrix product or a gather per (query,
-    column) pair, whichever is cheaper; both are the same sums."""
+    """The derived columns enter the scores appended to the gallery's matrix product or gathered per
+    (query, column) pair in blocks of images, whichever is cheaper; both are the same sums, and a change
+    of ``GATHERED_PAIR_COST`` between calls with the same captions takes the other path."""
     feats = gallery(n, seed=9)
+    blocked = []
+    in_blocks = parsed_scorer.scores_in_blocks
+    monkeypatch.setattr(parsed_scorer, "scores_in_blocks", lambda *args: blocked.append(1) or in_blocks(*args))
     for scorer in scorers:
         scored = {}
-        for cost in (0, 10 ** 9):                  # 0: always gather; 10**9: always the product
+        for cost in (0, 10 ** 9, 0):                  # 0: always gather; 10**9: always the product
             monkeypatch.setattr(parsed_scorer, "GATHERED_PAIR_COST", cost)
+            before = len(blocked)
             scored[cost] = scorer.score(feats, CAPTIONS).numpy()
+            assert len(blocked) - before == (cost == 0)
         assert np.allclose(scored[0], scored[10 ** 9], rtol=0, atol=1e-7)
 
 

@@ -227,7 +227,7 @@ class ParsedTextScorer:
     def _score(self, image_features, captions, pool) -> torch.Tensor:
         """The cosines with every ``Fold``'s vector plus each query's weighted derived columns."""
         gallery, key, (text, edit) = self._last_call       # kept for the next call with the same captions
-        call = (pool, self._edit_settings(), tuple(captions))
+        call = (pool, self._edit_settings(), GATHERED_PAIR_COST, tuple(captions))     # the cost picks the path
         if gallery is not image_features or key != (*call, self.edit_columns(image_features)):
             text, edit = self._right_hand_side(image_features, captions, pool)
             self._last_call = (image_features, (*call, self.edit_columns(image_features)), (text, edit))
@@ -296,11 +296,11 @@ class ParsedTextScorer:
         return out
 
 
-# what gathering one (query, column) pair costs, in multiply-adds of the appended product per image: the two
-# paths time within noise of each other at K x Q / pairs = 22 (LCSE) and 40 (KTN) in the bench's 64 queries
-# (bench/training_free_overhead.py, "columns gathered" rows); 64 keeps the one product (no block loop) until
-# the gather, whose cost does not grow with K x Q, is clearly the cheaper
-GATHERED_PAIR_COST = 64
+# what gathering one (query, column) pair costs, in multiply-adds of the appended product per image: 100-400
+# measured (bench/training_free_overhead.py: the "columns gathered" rows' edits over the appended product's,
+# times K x Q / pairs, for KTN and LCSE at d = 256 and 512 and 10K-500K images); the low end, so the gather
+# (whose cost does not grow with K x Q) is taken a little early rather than late
+GATHERED_PAIR_COST = 100
 
 
 def _gathered_edits(matrix: torch.Tensor, columns: torch.Tensor, targets: torch.Tensor,

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .performance import BLOCKED_PRODUCT
+from .performance import VANILLA_CONTROLS
 from .verdicts import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
 
 GLUE_KEY = "findings"       # what the chapters' first cell pastes with {glue:md}
@@ -239,7 +239,7 @@ def _performance(read: Reader, profile: str) -> list[Finding]:
     if len(latency):
         # the largest gallery measured, the costliest run of each training-free method on it
         sizes = latency["measure"].str.extract(r"([\d,]+) images")[0].str.replace(",", "").astype(int)
-        largest = latency[(sizes == sizes.max()) & ~latency["measure"].str.startswith(BLOCKED_PRODUCT)]
+        largest = latency[(sizes == sizes.max()) & ~latency["measure"].str.startswith(VANILLA_CONTROLS)]
         worst = largest.groupby(largest["measure"].str.split(" vs ").str[0])["ratio"].max()
         costs = ", ".join(f"{method} {ratio:.2f}" for method, ratio in worst.items())
         lines.append(Finding(f"At {sizes.max():,} images a training-free query costs at most (times holistic "

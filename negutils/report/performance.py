@@ -29,10 +29,13 @@ def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-# bench/training_free_overhead.py's row for holistic scoring one cache-sized block of images at a time
-# (``scores_in_blocks``, the scorers' path for gathered edit columns), beside the one ``image @ text.T``
-# every scorer runs: a measure of the blocking, not a training-free method
+# bench/training_free_overhead.py's rows of holistic scoring that are controls, not training-free methods:
+# scored one cache-sized block of images at a time (``scores_in_blocks``, the scorers' path for gathered
+# edit columns) beside the one ``image @ text.T`` every scorer runs; and scored on the gallery that row
+# reads, where every scorer reads a copy of its own, to show what data another run keeps warm is worth
 BLOCKED_PRODUCT = "vanilla, in blocks"
+SHARED_GALLERY = "vanilla, on the blocked row's gallery"
+VANILLA_CONTROLS = (BLOCKED_PRODUCT, SHARED_GALLERY)
 
 
 def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
