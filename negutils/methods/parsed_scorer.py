@@ -84,7 +84,7 @@ class ParsedTextScorer:
         self.fallbacks: set[str] = set()
         self._derived: tuple[torch.Tensor | None, Hashable, dict, torch.Tensor] = (None, (), {}, torch.empty(0))
         self._gallery_queries: tuple[torch.Tensor | None, tuple, dict[str, QueryEdit]] = (None, (), {})
-        self._augmented: tuple[torch.Tensor | None, Hashable, torch.Tensor] = (None, (), torch.empty(0))
+        self._augmented: tuple[torch.Tensor | None, torch.Tensor] = (None, torch.empty(0))
         self._last_call: tuple[torch.Tensor | None, Hashable, tuple] = (None, (), (None, None))
 
     def image_features(self, split, indices) -> torch.Tensor:
@@ -256,12 +256,12 @@ class ParsedTextScorer:
 
     def _augmented_gallery(self, image_features: torch.Tensor) -> torch.Tensor:
         """[I, d + K] the gallery's image features with its derived columns appended, kept while the
-        gallery, the settings and the derived matrix are the same (a new column rebuilds it)."""
-        gallery, key, augmented = self._augmented
+        derived matrix is the same tensor (a new gallery, setting or column makes a new one)."""
+        source, augmented = self._augmented
         matrix, _ = self._derived_matrix(image_features, ())
-        if gallery is not image_features or key != (self._edit_settings(), matrix.shape[1]):
+        if source is not matrix:
             augmented = torch.cat([image_features.float(), matrix], dim=1)
-            self._augmented = (image_features, (self._edit_settings(), matrix.shape[1]), augmented)
+            self._augmented = (matrix, augmented)
         return augmented
 
     def product_scores(self, image_features, captions) -> torch.Tensor:
