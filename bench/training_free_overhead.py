@@ -6,22 +6,27 @@ Random unit image features stand in for a gallery (timing does not depend on the
 the image x concept matrix is computed once per gallery before timing (a cache, like the text).
 Holistic cost grows with the embedding width d and the edits do not, so the ratio is measured on
 the cpu organism (d = 256) and on ViT-B-32's architecture (d = 512, random weights: no download).
-Every scorer computes its scores as one matrix product: vanilla ``image @ text.T``; KTN and LCSE
-over the gallery's image features with their per-gallery edit columns appended (each plan's edit,
-computed on the gallery's first call, and a column of ones where a query adds a constant), against
-each query's text vector with its column weights appended, so an edit column costs what one more
-embedding dimension does. Each scorer reads a copy of the gallery of its own, as KTN and LCSE read
-their appended galleries alone: the runs take turns, and data another run reads too stays in cache
-between a run's turns (at 10K images vanilla measured 1.24x faster on a gallery six other rows read
-than on a copy of its own, in this bench's run before the copies). The row "vanilla, on the blocked
-row's gallery" keeps that effect in view. The row "vanilla, in blocks" is the same product one
-cache-sized block of images at a time (``scores_in_blocks``), the scorers' other path: the rows "KTN,
-columns gathered" and "LCSE, columns gathered" take it, each block's rows of the edit columns gathered
-per query and column (taken when the appended columns would cost more, as with thousands of distinct
-plans; ``GATHERED_PAIR_COST``). Two columns split each method's time into the product of its
-(corrected) text vectors alone and the edits added to it; the last two time the first call on a new
-gallery (a copy of it), which computes the image x concept matrix, every edit column and the
-appended gallery once, text and parses already cached.
+Vanilla scores with one matrix product, ``image @ text.T``. KTN and LCSE add per-gallery edit columns
+to their cosines (each plan's edit, computed on the gallery's first call, and a column of ones where a
+query adds a constant), each query a few of them with its weights, in one of three ways (the column
+"edits added by"): by ``column_kernel`` where it runs (the rows "KTN" and "LCSE" here), the cosines
+and each query's columns added block by block in one pass; "columns appended", the gallery's image
+features with all K columns appended against each query's text vector with its weights appended, one
+matrix product in which an edit column costs what one more embedding dimension does (the scorers' path
+without the kernel); "columns gathered", the product one cache-sized block of images at a time with
+each block's rows of the edit columns gathered per query and column (without the kernel, when the
+appended columns would cost more, as with thousands of distinct plans; ``GATHERED_PAIR_COST``).
+Each scorer reads a copy of the gallery of its own, as KTN and LCSE read their columns alone: the runs
+take turns, and data another run reads too stays in cache between a run's turns (at 10K images
+vanilla measured 1.24x faster on a gallery six other rows read than on a copy of its own, in this
+bench's run before the copies). The row "vanilla, on the blocked row's gallery" keeps that effect in
+view; "vanilla, in blocks" is the product in the gathered rows' blocks (``scores_in_blocks``), and
+"vanilla, by the column kernel" the kernel's product with no column added (its blocks, MKL's sgemm on
+each, the next block prefetched), which shows what of the kernel rows' ratio is the product. Two
+columns split each method's time into the product of its (corrected) text vectors alone and the edits
+added to it; the last two time the first call on a new gallery (a copy of it), which computes the
+image x concept matrix and every edit column once (and, appending, the appended gallery), text and
+parses already cached.
 
 A second table (``training_free_widths.csv``) times holistic scoring's product alone with k more
 columns on both sides, random data, at the bench's galleries up to 100K: what appending K edit
@@ -46,15 +51,16 @@ from tap_overhead import negbench_like_captions  # noqa: E402
 from negutils.benchmarks import ClipScorer  # noqa: E402
 from negutils.benchmarks.evaluate import scores_in_blocks  # noqa: E402
 from negutils.methods import Calibration, EmbeddingCorrectionScorer, KtnScorer, LcseScorer  # noqa: E402
-from negutils.methods import parsed_scorer  # noqa: E402
+from negutils.methods import column_kernel, parsed_scorer  # noqa: E402
 from negutils.models import load_backbone  # noqa: E402
-from negutils.report.performance import BLOCKED_PRODUCT, SHARED_GALLERY  # noqa: E402
+from negutils.report.performance import BLOCKED_PRODUCT, KERNEL_PRODUCT, SHARED_GALLERY, VANILLA_CONTROLS  # noqa: E402
 from negutils.world import CATEGORY_NAMES  # noqa: E402
 
 REPEATS = 25        # best of: on 2 shared cores single timings vary by 5-20%, and best of 9 still by 10%
 FIRST_CALLS = 3
-# rows timing a method's scores with its edit columns gathered: {row: method}
-GATHERED_ROWS = {f"{name}, columns gathered": name for name in ("KTN", "LCSE")}
+# rows timing a method's scores with its edit columns added the PyTorch ways: {row: (method, how)}
+OTHER_PATHS = {f"{name}, columns {how}": (name, how) for how in ("appended", "gathered") for name in ("KTN", "LCSE")}
+ADDED_BY = {"kernel": "column kernel", "appended": "appended to the product", "gathered": "gathered in blocks"}
 APPENDED_WIDTHS = (0, 8, 16, 24, 32, 40, 48, 64)
 WIDTHS_UP_TO = 100000         # images: a gallery per width, 1.7 GB in all at 100K and d = 512
 
@@ -88,16 +94,18 @@ def best_of_interleaved(runs: dict, repeats: int) -> dict[str, float]:
     return best
 
 
-def gathered(run):
-    """``run`` with every per-gallery edit column gathered per (query, column) pair in blocks of images
-    instead of appended to the matrix product (``ParsedTextScorer._score``'s other branch)."""
-    def with_gathered_columns():
-        saved, parsed_scorer.GATHERED_PAIR_COST = parsed_scorer.GATHERED_PAIR_COST, 0
+def on_path(run, how: str):
+    """``run`` with the kernel switched off and every per-gallery edit column appended to the matrix product
+    (``how`` "appended") or gathered per (query, column) pair in blocks of images ("gathered")."""
+    def without_kernel():
+        saved = parsed_scorer.GATHERED_PAIR_COST
+        parsed_scorer.GATHERED_PAIR_COST = 0 if how == "gathered" else 10 ** 12
         try:
-            return run()
+            with column_kernel.switched_off():
+                return run()
         finally:
             parsed_scorer.GATHERED_PAIR_COST = saved
-    return with_gathered_columns
+    return without_kernel
 
 
 def first_call_seconds(scorer, gallery: torch.Tensor, captions: list[str]) -> float:
@@ -133,37 +141,48 @@ def overheads(model_name: str, captions: list[str], galleries: list[int]) -> pd.
                 "KTN": KtnScorer(vanilla, backbone.encode_text, CATEGORY_NAMES),
                 "LCSE": LcseScorer(vanilla, backbone.encode_text, Calibration(0.22, 30))}
     scorers = {"vanilla": vanilla, **training_free()}
-    # the gathered rows on scorers of their own: a scorer keeps the path of its last call, not both
-    gathering = {row: training_free()[name] for row, name in GATHERED_ROWS.items()}
+    # the other paths on scorers of their own: a scorer keeps the path of its last call, not each
+    others = {row: training_free()[name] for row, (name, _) in OTHER_PATHS.items()}
+    kernel = column_kernel.available()
+    print(f"{model_name}: column kernel " + ("in use" if kernel is None else f"not in use ({kernel})"))
     rows = []
     for n in galleries:
         gallery = torch.nn.functional.normalize(torch.randn(n, backbone.embed_dim), dim=-1)
         # each scorer reads a copy of the gallery of its own, as KTN and LCSE read their appended galleries:
         # data that other runs read too can stay in cache between a run's turns (SHARED_GALLERY's row)
-        own = {name: gallery.clone() for name in [*scorers, *gathering]}
+        own = {name: gallery.clone() for name in [*scorers, *others, KERNEL_PRODUCT]}
         for name, scorer in scorers.items():
             scorer.score(own[name], captions)              # warm: text, parses, concept and edit columns
-        for row, scorer in gathering.items():
-            gathered(lambda s=scorer, g=own[row]: s.score(g, captions))()
+        other_runs = {row: on_path(lambda s=scorer, g=own[row]: s.score(g, captions), OTHER_PATHS[row][1])
+                      for row, scorer in others.items()}
+        for run in other_runs.values():
+            run()
         text = vanilla.text_features(captions)
         runs = {name: (lambda s=scorer, g=own[name]: s.score(g, captions)) for name, scorer in scorers.items()}
         runs[BLOCKED_PRODUCT] = lambda: scores_in_blocks(gallery, text)
         runs[SHARED_GALLERY] = lambda: vanilla.score(gallery, captions)
-        # the scorers' other way to add the edit columns, timed so GATHERED_PAIR_COST's choice shows
-        runs.update({row: gathered(lambda s=scorer, g=own[row]: s.score(g, captions))
-                     for row, scorer in gathering.items()})
+        if column_kernel.available() is None:          # the kernel's product with no columns added
+            no_slots = torch.zeros(0, len(captions), dtype=torch.int32), torch.zeros(0, len(captions))
+            runs[KERNEL_PRODUCT] = lambda g=own[KERNEL_PRODUCT], o=torch.ones(n, 1): (
+                column_kernel.scores_with_columns(g, text, o, *no_slots))
+        # the scorers' other ways to add the edit columns, timed so the kernel's and GATHERED_PAIR_COST's choices show
+        runs.update(other_runs)
         # the product of each method's text vectors alone, without the edit columns
         runs.update({f"{name} product": (lambda s=scorer, g=own[name]: s.product_scores(g, captions))
                      for name, scorer in scorers.items() if hasattr(scorer, "product_scores")})
         timed = best_of_interleaved(runs, REPEATS)
-        seconds = {name: timed[name] for name in [*scorers, BLOCKED_PRODUCT, SHARED_GALLERY, *GATHERED_ROWS]}
-        product = {name: timed.get(f"{GATHERED_ROWS.get(name, name)} product", t) for name, t in seconds.items()}
-        columns = {name: scorer.edit_columns(own[name]) for name, scorer in {**scorers, **gathering}.items()
+        seconds = {name: timed[name] for name in [*scorers, *VANILLA_CONTROLS, *OTHER_PATHS] if name in timed}
+        method = {name: OTHER_PATHS.get(name, (name,))[0] for name in seconds}
+        product = {name: timed.get(f"{method[name]} product", t) for name, t in seconds.items()}
+        columns = {name: scorer.edit_columns(own[name]) for name, scorer in {**scorers, **others}.items()
                    if hasattr(scorer, "edit_columns")}
+        added_by = {name: ADDED_BY[OTHER_PATHS[name][1] if name in OTHER_PATHS else
+                                   "kernel" if column_kernel.available(columns[name]) is None else "appended"]
+                    for name in seconds if columns.get(name)}
         first = {name: first_call_seconds(scorer, own[name], captions) for name, scorer in scorers.items()}
         first.update({name: float("nan") for name in seconds if name not in first})    # not a method of its own
         rows += [{"model": model_name, "embed dim": backbone.embed_dim, "gallery": n, "queries": len(captions),
-                  "method": name, "edit columns": columns.get(name, 0),
+                  "method": name, "edit columns": columns.get(name, 0), "edits added by": added_by.get(name, ""),
                   "seconds": t, "x vanilla": t / seconds["vanilla"],
                   "matrix product x vanilla": product[name] / seconds["vanilla"],
                   "edits x vanilla": (t - product[name]) / seconds["vanilla"],

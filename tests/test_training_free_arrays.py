@@ -2,6 +2,7 @@
 gallery's cached image x concept matrix. These tests recompute every score the way the methods
 are written, one caption at a time (eq. 11-14 of KTN, LCSE's score edit), and require the batched
 scores to match to 1e-6, on a gallery, on MCQ-style rows and on pairwise rows."""
+import contextlib
 import hashlib
 import json
 
@@ -12,7 +13,8 @@ import torch.nn.functional as F
 
 from negutils.core.logic import literals
 from negutils.diagnosis.concepts import ConceptBank
-from negutils.methods import Calibration, KtnScorer, LcseScorer, lcse_correction, parsed_scorer, rejection_score
+from negutils.methods import (Calibration, KtnScorer, LcseScorer, column_kernel, lcse_correction, parsed_scorer,
+                              rejection_score)
 
 D = 48
 VOCABULARY = ("cat", "dog", "bird", "kite", "car", "bicycle", "table", "cup")
@@ -196,22 +198,30 @@ def test_each_plans_edit_is_computed_once_per_gallery(monkeypatch):
 
 
 @pytest.mark.parametrize("n", [300, 40000])
-def test_edit_columns_added_by_product_or_by_gather_give_the_same_scores(scorers, n, monkeypatch):
-    """The derived columns enter the scores appended to the gallery's matrix product or gathered per
-    (query, column) pair in blocks of images, whichever is cheaper; both are the same sums, and a change
-    of ``GATHERED_PAIR_COST`` between calls with the same captions takes the other path."""
+def test_edit_columns_added_by_kernel_product_or_gather_give_the_same_scores(scorers, n, monkeypatch):
+    """The derived columns enter the scores through ``column_kernel`` where it runs; without it, appended to
+    the gallery's matrix product or gathered per (query, column) pair in blocks of images, whichever is
+    cheaper. All are the same sums, and switching the kernel off or changing ``GATHERED_PAIR_COST`` between
+    calls with the same captions takes the other path."""
     feats = gallery(n, seed=9)
-    blocked = []
-    in_blocks = parsed_scorer.scores_in_blocks
-    monkeypatch.setattr(parsed_scorer, "scores_in_blocks", lambda *args: blocked.append(1) or in_blocks(*args))
+    taken = []
+    in_blocks, by_kernel = parsed_scorer.scores_in_blocks, column_kernel.scores_with_columns
+    monkeypatch.setattr(parsed_scorer, "scores_in_blocks", lambda *args: taken.append("gather") or in_blocks(*args))
+    monkeypatch.setattr(column_kernel, "scores_with_columns",
+                        lambda *args: taken.append("kernel") or by_kernel(*args))
+    kernel = column_kernel.available() is None
     for scorer in scorers:
         scored = {}
-        for cost in (0, 10 ** 9, 0):                  # 0: always gather; 10**9: always the product
+        for path, cost in (("gather", 0), ("product", 10 ** 9), ("gather", 0), ("kernel", 0)):
             monkeypatch.setattr(parsed_scorer, "GATHERED_PAIR_COST", cost)
-            before = len(blocked)
-            scored[cost] = scorer.score(feats, CAPTIONS).numpy()
-            assert len(blocked) - before == (cost == 0)
-        assert np.allclose(scored[0], scored[10 ** 9], rtol=0, atol=1e-7)
+            before = len(taken)
+            with contextlib.nullcontext() if path == "kernel" else column_kernel.switched_off():
+                scored[path] = scorer.score(feats, CAPTIONS).numpy()
+            if path == "kernel" and not kernel:
+                path = "gather"                        # cost 0 without the kernel
+            assert taken[before:] == ([] if path == "product" else [path])
+        assert np.allclose(scored["gather"], scored["product"], rtol=0, atol=1e-7)
+        assert np.allclose(scored["kernel"], scored["product"], rtol=0, atol=1e-7)
 
 
 def test_scores_stay_right_while_later_calls_add_columns_to_the_gallery():

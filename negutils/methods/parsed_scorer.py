@@ -16,7 +16,9 @@ is the weight of a column of ones) against each query's text vector with its col
 appended, so the edit costs K more multiply-adds per (image, query) inside the product, as K more
 embedding dimensions would, and no pass of its own. Where K x Q of those cost more than gathering
 each query's few columns (every query its own plan), the gallery is scored in blocks instead, each
-block's rows of the columns gathered per query (``scores_in_blocks``)."""
+block's rows of the columns gathered per query (``scores_in_blocks``). Where ``column_kernel`` runs
+(a C compiler, MKL, AVX-512), it takes the place of both: the cosines, each query's columns added to
+them block by block in the same pass, about one add per (image, query) and column used."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ import torch.nn.functional as F
 
 from ..benchmarks.evaluate import rows_per_block, scores_in_blocks
 from ..core.logic import literals
+from . import column_kernel
 from .parsing import CaptionParse, parse_captions
 
 @dataclass(frozen=True)
@@ -53,6 +56,24 @@ class QueryEdit:
     looked up once per caption and gallery rather than on every call."""
     text: torch.Tensor
     columns: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True)
+class ColumnSlots:
+    """The queries' (column, weight) pairs as ``column_kernel`` reads them: slot s of query j adds
+    weight[s, j] * column index[s, j]; a query with fewer pairs than S has weight 0 in the rest."""
+    index: torch.Tensor       # [S, Q] int32
+    weight: torch.Tensor      # [S, Q] float32
+
+    @classmethod
+    def of(cls, queries: Sequence[QueryEdit]) -> ColumnSlots:
+        slots = max(len(q.columns) for q in queries)
+        index = torch.zeros(slots, len(queries), dtype=torch.int32)
+        weight = torch.zeros(slots, len(queries))
+        for j, query in enumerate(queries):
+            for s, (column, w) in enumerate(query.columns):
+                index[s, j], weight[s, j] = column, w
+        return cls(index, weight)
 
 
 # the key of the derived column of ones: a ``Fold``'s constant is its weight
@@ -227,10 +248,15 @@ class ParsedTextScorer:
     def _score(self, image_features, captions, pool) -> torch.Tensor:
         """The cosines with every ``Fold``'s vector plus each query's weighted derived columns."""
         gallery, key, (text, edit) = self._last_call       # kept for the next call with the same captions
-        call = (pool, self._edit_settings(), GATHERED_PAIR_COST, tuple(captions))     # the cost picks the path
+        # the kernel's availability and the cost pick the path
+        call = (pool, self._edit_settings(), column_kernel.available() is None, GATHERED_PAIR_COST, tuple(captions))
         if gallery is not image_features or key != (*call, self.edit_columns(image_features)):
             text, edit = self._right_hand_side(image_features, captions, pool)
             self._last_call = (image_features, (*call, self.edit_columns(image_features)), (text, edit))
+        if isinstance(edit, ColumnSlots):
+            matrix, _ = self._derived_matrix(image_features, ())
+            return column_kernel.scores_with_columns(image_features.float().contiguous(), text, matrix,
+                                                     edit.index, edit.weight)
         if edit is not None:
             return scores_in_blocks(image_features.float(), text, edit)
         width = text.shape[1] - image_features.shape[1]
@@ -238,15 +264,18 @@ class ParsedTextScorer:
         return images @ text.T
 
     def _right_hand_side(self, image_features, captions, pool):
-        """What ``_score`` multiplies the gallery by: [Q, d + K] the queries' text vectors with their
-        weights on the K derived columns appended, and no block edit; or (many distinct columns, few used
-        per query) [Q, d] the text vectors alone and the edit gathering each query's columns per block."""
+        """What ``_score`` multiplies the gallery by: [Q, d] the queries' text vectors and the ``ColumnSlots``
+        the kernel adds; or, without the kernel, [Q, d + K] the text vectors with their weights on the K derived
+        columns appended, and no block edit; or (many distinct columns, few used per query) [Q, d] the text
+        vectors alone and the edit gathering each query's columns per block."""
         queries = self._queries(image_features, captions, pool)
         text = _text_of(queries, image_features.shape[1])
         pairs = [(column, j, weight) for j, q in enumerate(queries) for column, weight in q.columns]
         if not pairs:
             return text, None
         matrix, _ = self._derived_matrix(image_features, ())     # the columns ``_queries`` asked for
+        if column_kernel.available(matrix.shape[1]) is None:
+            return text, ColumnSlots.of(queries)
         columns, targets, weights = torch.tensor(pairs, dtype=torch.float64).T
         columns, targets, weights = columns.long(), targets.long(), weights.float()
         if matrix.shape[1] * len(queries) > GATHERED_PAIR_COST * len(pairs):

@@ -31,11 +31,13 @@ def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
 
 # bench/training_free_overhead.py's rows of holistic scoring that are controls, not training-free methods:
 # scored one cache-sized block of images at a time (``scores_in_blocks``, the scorers' path for gathered
-# edit columns) beside the one ``image @ text.T`` every scorer runs; and scored on the gallery that row
-# reads, where every scorer reads a copy of its own, to show what data another run keeps warm is worth
+# edit columns) beside the one ``image @ text.T`` vanilla runs; scored on the gallery that row reads,
+# where every scorer reads a copy of its own, to show what data another run keeps warm is worth; and
+# scored by ``column_kernel`` with no edit column added, the product under the kernel rows' edits
 BLOCKED_PRODUCT = "vanilla, in blocks"
 SHARED_GALLERY = "vanilla, on the blocked row's gallery"
-VANILLA_CONTROLS = (BLOCKED_PRODUCT, SHARED_GALLERY)
+KERNEL_PRODUCT = "vanilla, by the column kernel"
+VANILLA_CONTROLS = (BLOCKED_PRODUCT, SHARED_GALLERY, KERNEL_PRODUCT)
 
 
 def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
