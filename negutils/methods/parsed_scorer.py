@@ -274,8 +274,8 @@ class ParsedTextScorer:
         if not pairs:
             return text, None
         matrix, _ = self._derived_matrix(image_features, ())     # the columns ``_queries`` asked for
-        if column_kernel.available(matrix.shape[1]) is None:
-            return text, ColumnSlots.of(queries)
+        if image_features.device.type == "cpu" and column_kernel.available(matrix.shape[1]) is None:
+            return text, ColumnSlots.of(queries)         # (the kernel reads CPU memory; a GPU gallery appends)
         columns, targets, weights = torch.tensor(pairs, dtype=torch.float64).T
         columns, targets, weights = columns.long(), targets.long(), weights.float()
         if matrix.shape[1] * len(queries) > GATHERED_PAIR_COST * len(pairs):
