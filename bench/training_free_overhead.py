@@ -148,7 +148,7 @@ def overheads(model_name: str, captions: list[str], galleries: list[int]) -> pd.
     rows = []
     for n in galleries:
         gallery = torch.nn.functional.normalize(torch.randn(n, backbone.embed_dim), dim=-1)
-        # each scorer reads a copy of the gallery of its own, as KTN and LCSE read their appended galleries:
+        # each scorer reads a copy of the gallery of its own, as KTN and LCSE read their edit columns alone:
         # data that other runs read too can stay in cache between a run's turns (SHARED_GALLERY's row)
         own = {name: gallery.clone() for name in [*scorers, *others, KERNEL_PRODUCT]}
         for name, scorer in scorers.items():
