@@ -20,10 +20,11 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import torch
+
+from ..core.cache import atomic_save
 
 SOURCE = Path(__file__).with_name("column_kernel.c")
 FLAGS = ("-O3", "-mavx512f", "-fopenmp", "-shared", "-fPIC")
@@ -57,8 +58,8 @@ def cache_dir() -> Path:
 
 
 def _compiled() -> Path:
-    """The shared library for this source and these flags, compiled once (to a temporary name, then moved,
-    so a run stopped half-way leaves no half-written library under the final name)."""
+    """The shared library for this source and these flags, compiled once (``atomic_save``: a run stopped
+    half-way leaves no half-written library under the final name)."""
     key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
     target = cache_dir() / f"column_kernel-{key}.so"
     if target.exists():
@@ -66,15 +67,13 @@ def _compiled() -> Path:
     compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if not compiler:
         raise RuntimeError("no C compiler (gcc or cc, or $CC) on the PATH")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-        built = Path(scratch) / target.name
+
+    def compile_to(built: Path) -> None:
         run = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built)], capture_output=True, text=True,
                              timeout=300)
         if run.returncode:
             raise RuntimeError(f"{compiler} could not compile {SOURCE.name}: {run.stderr.strip()[-500:]}")
-        os.replace(built, target)
-    return target
+    return atomic_save(target, compile_to)
 
 
 @functools.cache
