@@ -11,9 +11,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, pinned to the builds that install offline here (pyproject pins the same).
 	# pip byte-compiles each package's files one at a time as it installs it; installing without that and
-	# compiling the whole environment once on every core afterwards gives the same .pyc files in 0.79 of the
-	# time (101 -> 80 s for both steps on 2 cores: bench/install_compile.py). Like pip, the pass skips the
-	# files this Python cannot compile (torch ships a test helper in Python 3.12's syntax).
+	# compiling the whole environment once on every core afterwards gives the same .pyc files in less time
+	# (measured by bench/install_compile.py). Like pip, the pass skips the files this Python cannot compile
+	# (torch ships a test helper in Python 3.12's syntax).
 	$(PY) -m pip install --quiet --no-compile torch==2.14.1 torchvision==0.29.1
 	$(PY) -m pip install --quiet --no-compile -e ".[book,dev]"
 	$(PY) -c "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_path('purelib'), quiet=2, workers=0)"
@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 book: $(STAMP)
@@ -39,8 +40,6 @@ bench: $(STAMP)
 	$(PY) bench/world_render.py
 	$(PY) bench/feature_cache.py
 	$(PY) bench/training_free_overhead.py
-	$(PY) bench/edit_pass_costs.py
-	$(PY) bench/fused_edit.py
 	$(PY) bench/chapter_concurrency.py
 	$(PY) bench/peakpatch_training.py
 	$(PY) bench/scn_pairwise.py

@@ -7,7 +7,8 @@ Wall seconds and the CPU seconds of every process, as ratios to the one-at-a-tim
 
     .venv/bin/python bench/chapter_concurrency.py [--profile smoke]
 
-Takes about 7 minutes on 2 cores (7 min 15 s measured); writes bench/results/chapter_concurrency.csv.
+Runs the profile's chapters three times (each run's wall seconds are in its row); writes
+bench/results/chapter_concurrency.csv.
 """
 from __future__ import annotations
 

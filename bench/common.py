@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from negutils.core import atomic_save
+from negutils.core.cache import atomic_save
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

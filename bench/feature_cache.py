@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 from tap_overhead import negbench_like_captions  # noqa: E402
 
-from negutils.models import FIELDS, TextFeatures, extract_text_features, load_backbone  # noqa: E402
+from negutils.models.backbone import load_backbone
+from negutils.models.features import FIELDS, TextFeatures, extract_text_features  # noqa: E402
 
 
 def measure(model_name: str, captions: list[str], l_p: int, l_a: int) -> dict:

@@ -6,7 +6,7 @@ by side in a temporary folder; the wheels are read once first, so neither way pa
 .pyc column counts the compiled files each way leaves, within one of each other (both skip the one file this
 Python cannot compile, a test helper of torch's in Python 3.12's syntax).
 
-    .venv/bin/python bench/install_compile.py        # about 4 minutes and 15 GB of scratch space
+    .venv/bin/python bench/install_compile.py        # two full installs: minutes, and scratch space for both
 """
 from __future__ import annotations
 

@@ -8,9 +8,8 @@ Writes bench/results/negation_sweep.csv (one row per rate: pretraining and measu
 recorded when the run was made, the wall seconds of this invocation's side-by-side pretraining and
 of each rate's measurement, the headline measures) and
 negation_sweep_verdicts.csv (the chapter's verdict per paper claim). Needs the profile's world and
-benchmarks (run chapters 00-03 first). On 2 cores it took 39.2 minutes (31.8 pretraining the rates two at a
-time, 7.4 measuring them; the committed CSVs are that run's, made in the hour of the 22.5-minute `make book`), and
-56 minutes the first time, before pretraining trimmed its text positions and its step took 0.75 of its time.
+benchmarks (run chapters 00-03 first). Every rate pretrains at the full budget, so it runs far longer
+than the chapter's pilot; how long is in the CSV's wall-seconds columns.
 """
 from __future__ import annotations
 
@@ -24,8 +23,9 @@ from common import write_result  # noqa: E402
 
 from negutils.config import get_profile  # noqa: E402
 from negutils.report.performance import SWEEP_PRETRAINING_WALL  # noqa: E402
-from negutils.experiments import (organism_session, pretrain_rates, rate_verdicts, run_rate, sweep_rates,  # noqa: E402
+from negutils.experiments import (organism_session, rate_verdicts, sweep_rates, # noqa: E402
                                   sweep_tables)
+from negutils.experiments.negation_rate import pretrain_rates, run_rate
 
 HEADLINES = ("MCQ", "MCQ negative", "polarity AUC", "LCD peak", "LCD interior peak", "retrieval R@5")
 

@@ -18,7 +18,8 @@ from common import write_result
 
 CHILD = r"""
 import json, sys, time
-from negutils.models import WeightsUnavailableError, load_backbone
+from negutils.models.backbone import load_backbone
+from negutils.models.weights import WeightsUnavailableError
 start = time.perf_counter()
 try:
     load_backbone("ViT-B-32", "openai", cache_dir=sys.argv[1])

@@ -1,4 +1,4 @@
-"""One AdamW step over the cpu organism's parameters (216 tensors, 14.2M values), as pretraining takes
+"""One AdamW step over the cpu organism's parameters (the CSV counts their tensors), as pretraining takes
 880 of them: PyTorch's for-loop implementation (its default on CPU), ``foreach`` and ``fused``. Each is
 timed stepping the same weights with the same gradients (median of ``--steps``), then trains a copy of
 the organism for ``--train-steps`` real steps (CLIP loss under bf16 autocast, global-norm clipping, on

@@ -26,8 +26,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 
-from negutils.diagnosis import ORGANISM_TARGETS, object_recognition  # noqa: E402
-from negutils.models import PretrainConfig, backbone_retrieval_recall, pretrain  # noqa: E402
+from negutils.diagnosis import object_recognition
+from negutils.diagnosis.recognition import ORGANISM_TARGETS  # noqa: E402
+from negutils.models.pretrain import PretrainConfig, backbone_retrieval_recall, pretrain  # noqa: E402
 from negutils.models.pretrain import load_pretrained  # noqa: E402
 from negutils.session import get_profile, load_splits  # noqa: E402
 

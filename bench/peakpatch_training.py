@@ -22,13 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 from tap_overhead import negbench_like_captions  # noqa: E402
 
-from negutils.methods import PeakPatch, PeakPatchConfig, losses, negfull_loss  # noqa: E402
-from negutils.models import load_backbone  # noqa: E402
+from negutils.methods import PeakPatchConfig
+from negutils.methods.negfull import negfull_loss
+from negutils.methods.peakpatch.model import PeakPatch
+from negutils.methods.peakpatch.train import losses  # noqa: E402
+from negutils.models.backbone import load_backbone  # noqa: E402
 
 
 def batch_layout(images: int) -> dict:
     """Caption indices of a ``negbench`` batch: positives 0..B-1, then each image's four MCQ options."""
-    return {"captions": np.arange(5 * images), "positives": np.arange(images), "negatives": np.array([], dtype=np.int64),
+    return {"captions": np.arange(5 * images), "positives": np.arange(images),
+            "negatives": np.array([], dtype=np.int64),
             "mcq": images + np.arange(4 * images).reshape(images, 4), "mcq_rows": np.arange(images),
             "mcq_correct": np.zeros(images, dtype=np.int64)}
 

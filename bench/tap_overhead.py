@@ -13,9 +13,9 @@ import pandas as pd
 import torch
 
 from common import write_result
-from negutils.core import with_article
-from negutils.models import load_backbone
-from negutils.world import CATEGORY_NAMES
+from negutils.core.phrasing import with_article
+from negutils.models.backbone import load_backbone
+from negutils.world.glyphs import CATEGORY_NAMES
 
 TEMPLATES = ["This image features {a} and {b}.", "This image does not feature {n}.",
              "This image features {b}, but not {n}.", "There is no {n} in the image."]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from common import write_result
-from negutils.world import (IN_DOMAIN_BACKGROUNDS, WorldConfig, generate_split, render_image, sample_objects,
-                            split_rng)
+from negutils.world.generate import (IN_DOMAIN_BACKGROUNDS, WorldConfig, generate_split, render_image, sample_objects,
+                                     split_rng)
 
 
 def main() -> None:

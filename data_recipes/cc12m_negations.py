@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from negutils.core import has_negation_cue, negate_caption
-from negutils.world import md5sum
+from negutils.core.phrasing import has_negation_cue, negate_caption
+from negutils.world.recipes import md5sum
 
 COCO_OBJECTS = ("person", "bicycle", "car", "dog", "cat", "chair", "cup", "bottle", "umbrella", "bench", "bird",
                 "horse", "boat", "book", "clock", "vase", "bowl", "laptop", "phone", "bag")

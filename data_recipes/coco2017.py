@@ -11,12 +11,13 @@ import argparse
 import os
 from pathlib import Path
 
-from negutils.world import REGISTRY, extract, fetch
+from negutils.world.recipes import REGISTRY, extract, fetch
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", default=os.environ.get("COCO_IMAGE_ROOT"), required="COCO_IMAGE_ROOT" not in os.environ)
+    parser.add_argument("--root", default=os.environ.get("COCO_IMAGE_ROOT"),
+                        required="COCO_IMAGE_ROOT" not in os.environ)
     root = Path(parser.parse_args().root)
     for name in ("coco2017_annotations", "coco2017_val_images"):
         archive = fetch(name, root / "downloads")

@@ -8,7 +8,7 @@ import argparse
 import hashlib
 
 from negutils.config import get_profile
-from negutils.world import SPLITS, ensure_world
+from negutils.world.generate import SPLITS, ensure_world
 
 
 def sha256(path) -> str:

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from negutils.world import evenly_spaced_frames, md5sum, msrvtt_to_coco, write_json
+from negutils.world.recipes import evenly_spaced_frames, md5sum, msrvtt_to_coco, write_json
 
 
 def main() -> None:

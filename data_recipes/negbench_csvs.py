@@ -12,9 +12,9 @@ import argparse
 import os
 from pathlib import Path
 
-from negutils.benchmarks import read_mcq_csv, write_mcq_csv
+from negutils.benchmarks.negbench import read_mcq_csv, write_mcq_csv
 from negutils.benchmarks.published import MCQ_FILES
-from negutils.world import md5sum
+from negutils.world.recipes import md5sum
 
 
 def main() -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from negutils.benchmarks.published import FOREIGN_ROOT, write_published_world
 from negutils.config import get_profile
-from negutils.world import ensure_world, load_split
+from negutils.world.coco import load_split
+from negutils.world.generate import ensure_world
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
-from negutils.world import convert_voc, extract, fetch, md5sum
+from negutils.world.recipes import convert_voc, extract, fetch, md5sum
 
 
 def main() -> None:

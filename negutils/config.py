@@ -157,8 +157,8 @@ PROFILES: dict[str, Profile] = {
         name="cpu",
         world=WorldConfig(pretrain=30_000, negtrain=8_000, val=2_000, ood=1_000),
         # the tower bench/organism_probe.py chose (organism_probe_grammar_10min.csv): a ModifiedResNet image tower
-        # and a 12-layer, width-128 text tower; 880 steps took 7.6 minutes at 248 samples/s on 2 cores (8.5 to 9.3
-        # minutes before the step's math attention and fused AdamW: bench/pretrain_step.py)
+        # and a 12-layer, width-128 text tower, for 880 steps of 128 (a step's time, each way it can run:
+        # bench/pretrain_step.py; the pretraining's in chapter 00's rows of bench/results/main_job_*.csv)
         pretrain=PretrainConfig(model_name="negbook-organism-rn-t128", samples=880 * 128, batch_size=128),
         # 2,000 images instead of COCO's 5,000: M_min=10 leaves only 2 triples for 3C, so 5. FACTOR's
         # operator split keeps LCSE Table 3's counts (so "All" weights operators alike); 23 concepts
@@ -171,10 +171,10 @@ PROFILES: dict[str, Profile] = {
                                     sweep_l_a=(1, 2, 4), sweep_epochs=5, sweep_images=2000, negfull_images=1280,
                                     negfull_lr=5e-5, negfull_batch_size=128, negfull_alpha_protocols=("negbench",)),
         # the pilot: two rates at an eighth of the organism's budget, each pretrained then measured on one thread,
-        # side by side (2.5 and 1.7 minutes, beside chapters 04-06); full_sweep=True runs all six at full budget
-        # (bench/negation_sweep.py)
+        # side by side, beside chapters 04-06 (its time: chapter 07's rows of bench/results/main_job_*.csv);
+        # full_sweep=True runs all six at full budget (timed by bench/negation_sweep.py)
         negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=110 * 128),
-        description="the default book: the organism pretrained for about 8 minutes on 2 CPU cores",
+        description="the default book: a 30k-image world and the organism pretrained for 880 steps of 128",
     ),
     "gpu": Profile(
         name="gpu",
@@ -193,13 +193,14 @@ PROFILES: dict[str, Profile] = {
 
 PROFILES["gpu-dryrun"] = dataclasses.replace(
     PROFILES["smoke"], name="gpu-dryrun", backbone="ViT-B-32", dataset="coco", dry_run=True,
-    # the smoke run's steps on a quarter of its val and ood images and half its negtrain ones (ViT-B-32 encodes at
-    # 224 px: the dry run's main cost; 190 s and 307 CPU-s on 2 cores against 248 and 415 at 64, 32 and 128),
-    # written in COCO's and VOC's layouts, so COCO-Confusion takes galleries of 2 images; NegFull fine-tunes all of
-    # ViT-B-32, so one protocol at one alpha (the smoke run covers the others); LCSE calibrates on a third of the
-    # smoke run's pairwise tests (each encodes a pretrain image at 224 px); FACTOR keeps every split and operator
-    # at 58 caption pairs instead of the smoke run's 140 (ViT-B-32's text tower is the rest of its cost): with the
-    # smoke run's sample of dilution pairs, its chapters but the appendix took 253 CPU-s against 281 before both
+    # the smoke run's steps on a quarter of its val and ood images and half its negtrain ones (ViT-B-32
+    # encodes at 224 px: the dry run's main cost), written in COCO's and VOC's layouts, so COCO-Confusion
+    # takes galleries of 2 images; NegFull fine-tunes all of ViT-B-32, so one protocol at one alpha (the
+    # smoke run covers the others); LCSE calibrates on a third of the smoke run's pairwise tests (each
+    # encodes a pretrain image at 224 px); FACTOR keeps every split and operator at 58 caption pairs
+    # instead of the smoke run's 140 (ViT-B-32's text tower is the rest of its cost), and the smoke run's
+    # sample of dilution pairs is kept for the same reason (a dry run's times per chapter:
+    # artifacts/gpu-dryrun/results/notebook_times.csv)
     world=dataclasses.replace(PROFILES["smoke"].world, negtrain=64, val=32, ood=16),
     training_free=TrainingFreeSettings(calibration_samples=10),
     benchmarks=dataclasses.replace(PROFILES["smoke"].benchmarks, confusion=ConfusionConfig(m_min=2, m_max=10),

@@ -303,8 +303,9 @@ def _execute(prof, only, params: dict, stage: Path, book_out: Path | None, build
     shared_environment = {k: v for k, v in SHARED_CORES_ENVIRONMENT.items() if k not in os.environ}
     waiting, done, running, failures = sorted(sources), set(), {}, []
     started = time.perf_counter()
-    # each chapter's papermill runs in a worker process, so its kernel starts under its own environment; forked
-    # (a spawned worker re-imports this module, about 5 s before the first chapter): the workers only drive kernels
+    # each chapter's papermill runs in a worker process, so its kernel starts under its own environment;
+    # forked (a spawned worker re-imports this module first, delaying the first chapter): the workers only
+    # drive kernels
     with ProcessPoolExecutor(jobs, mp_context=get_context("fork")) as pool:
         while True:
             for stem in [] if failures else chapters_to_start(waiting, done, jobs - len(running), needs, last_times):

@@ -18,7 +18,7 @@ CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {
     "07_negation_rate": ("03_peakpatch",),
 }
 # bench/chapter_concurrency.py: two chapters at a time with every OpenMP thread spinning while it waits
-# burn the cores the other chapter needs (1.56x the CPU seconds of one at a time, and slower than it),
+# burn the cores the other chapter needs (more CPU seconds than one at a time, and slower than it),
 # so a kernel that may share the cores gets passive waits, unless the caller chose a policy.
 SHARED_CORES_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
 

@@ -3,7 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from negutils.models import CheckpointMismatchError, load_backbone, save_checkpoint, tag_needs_quick_gelu
+from negutils.models.backbone import load_backbone, save_checkpoint
+from negutils.models.weights import CheckpointMismatchError, tag_needs_quick_gelu
 
 CAPTIONS = ["a star", "This image features a red star and a blue moon.",
             "There is a cup, but no umbrella in this picture.", ""]
@@ -89,7 +90,8 @@ def test_missing_or_unexpected_keys_are_errors(tiny, tmp_path):
     state.pop("ln_final.weight")
     state["extra.head"] = torch.zeros(1)
     torch.save({"state_dict": state, "negbook": {"model_name": "negbook-tiny"}}, tmp_path / "bad.pt")
-    with pytest.raises(CheckpointMismatchError, match=r"missing keys \['ln_final.weight'\].*unexpected keys \['extra.head'\]"):
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"missing keys \['ln_final.weight'\].*unexpected keys \['extra.head'\]"):
         load_backbone(checkpoint=tmp_path / "bad.pt")
 
 
@@ -123,7 +125,8 @@ def siglip_like(tmp_path_factory):
 
     import open_clip
 
-    from negutils.models import Backbone, LoadReport, create_model
+    from negutils.models.backbone import Backbone, create_model
+    from negutils.models.weights import LoadReport
 
     cfg_dir = tmp_path_factory.mktemp("configs")
     (cfg_dir / "test-siglip-like.json").write_text(json.dumps({
@@ -239,7 +242,8 @@ def test_scorers_on_a_loaded_backbone_share_image_embeddings_keyed_by_file(tiny,
 
 
 def test_chapter_00s_whole_split_encoding_is_what_the_scorers_read_back(tiny_world):
-    from negutils.benchmarks import ClipScorer, split_image_embeddings
+    from negutils.benchmarks import ClipScorer
+    from negutils.benchmarks.evaluate import split_image_embeddings
     from negutils.diagnosis import backbone_retrieval_recall, object_recognition
     from negutils.world.coco import load_split
 
@@ -278,7 +282,7 @@ def test_a_released_fine_tune_loads_in_its_base_models_activation(tmp_path):
     """A NegFull released in open_clip's training format records no activation: fine-tuned from a
     QuickGELU model, it must run with QuickGELU (a plain GELU loads every key and is silently wrong)."""
     from negutils.config import get_profile
-    from negutils.models import create_model, save_training_checkpoint
+    from negutils.models.backbone import create_model, save_training_checkpoint
     from negutils.session import Session
 
     base = load_backbone("negbook-tiny", quick_gelu=True)

@@ -5,16 +5,18 @@ import pandas as pd
 import pytest
 import torch
 
-from negutils.benchmarks import evaluate_mcq, evaluate_pairwise
+from negutils.benchmarks.evaluate import evaluate_mcq, evaluate_pairwise
 from negutils.benchmarks.evaluate import mcq_option_scores
 from negutils.benchmarks.negbench import build_mcq, read_mcq_csv, write_mcq_csv
 from negutils.benchmarks.suite import Benchmarks
 from negutils.benchmarks.tokenisation import (IdenticalOptionsError, check_tokenisation, tokenisation_report,
                                               tokenisation_summary)
-from negutils.core import NonFiniteScores, choice_credit, mcq_metrics, ranks_of_targets, tied_choices
-from negutils.methods import build_scorer, mcq_accuracy
-from negutils.models import NonFiniteWeightsError, load_backbone, save_checkpoint
-from negutils.world import load_split
+from negutils.core.metrics import NonFiniteScores, choice_credit, mcq_metrics, ranks_of_targets, tied_choices
+from negutils.methods import build_scorer
+from negutils.methods.training_data import mcq_accuracy
+from negutils.models.backbone import load_backbone, save_checkpoint
+from negutils.models.weights import NonFiniteWeightsError
+from negutils.world.coco import load_split
 
 
 class ConstantScorer:
@@ -296,7 +298,7 @@ def _damage(path, how: str) -> None:
 
 @pytest.mark.parametrize("how", ["cut", "zeroed", "emptied"])
 def test_a_damaged_benchmark_file_is_rebuilt_to_the_same_bytes(val, tmp_path, how):
-    from negutils.benchmarks import BenchmarkConfig, ensure_benchmarks
+    from negutils.benchmarks.suite import BenchmarkConfig, ensure_benchmarks
 
     bench = ensure_benchmarks(val, BenchmarkConfig(), tmp_path, "k")
     clean = {p.name: p.read_bytes() for p in bench.root.glob("*.csv")}
@@ -309,7 +311,7 @@ def test_a_damaged_benchmark_file_is_rebuilt_to_the_same_bytes(val, tmp_path, ho
 
 @pytest.mark.parametrize("how", ["cut", "zeroed", "emptied"])
 def test_a_damaged_feature_shard_is_extracted_again_to_the_same_arrays(tmp_path, how):
-    from negutils.models import TextFeatures, extract_text_features
+    from negutils.models.features import TextFeatures, extract_text_features
 
     tiny = load_backbone("negbook-tiny")
     captions = ["a dog", "no cat on the mat", "a red star and a blue moon"]
@@ -339,7 +341,7 @@ def test_damaged_image_features_are_encoded_again(val, tmp_path, how):
 def test_two_builders_racing_on_one_benchmark_key_both_succeed(val, tmp_path):
     from concurrent.futures import ProcessPoolExecutor
 
-    from negutils.benchmarks import BenchmarkConfig, ensure_benchmarks
+    from negutils.benchmarks.suite import BenchmarkConfig, ensure_benchmarks
 
     with ProcessPoolExecutor(2) as pool:
         built = list(pool.map(ensure_benchmarks, [val, val], [BenchmarkConfig()] * 2, [tmp_path] * 2, ["k", "k"]))
@@ -350,7 +352,7 @@ def test_two_builders_racing_on_one_benchmark_key_both_succeed(val, tmp_path):
 def test_writes_are_flushed_to_disk_before_the_rename(tmp_path, monkeypatch):
     import os
 
-    from negutils.core import atomic_save
+    from negutils.core.cache import atomic_save
     from negutils.core.cache import atomic_write_text
 
     synced = []
@@ -362,7 +364,7 @@ def test_writes_are_flushed_to_disk_before_the_rename(tmp_path, monkeypatch):
 
 
 def _extract(folder):
-    from negutils.models import extract_text_features
+    from negutils.models.features import extract_text_features
 
     return extract_text_features(load_backbone("negbook-tiny"), ["a dog", "no cat on the mat", "a red star"] * 20,
                                  6, 3, folder, "tiny", progress=False)
@@ -370,7 +372,7 @@ def _extract(folder):
 
 def test_two_builders_racing_on_one_feature_cache_both_succeed(tmp_path):
     from negutils.core.workers import run_in_workers
-    from negutils.models import TextFeatures
+    from negutils.models.features import TextFeatures
 
     # two processes (one thread each, as the package runs its workers) extracting the same key at once
     folders = run_in_workers(_extract, (), [tmp_path, tmp_path], 2, "race", False)

@@ -11,9 +11,11 @@ import torch
 import torch.nn.functional as F
 
 from negutils.diagnosis import bag_of_concepts as boc
-from negutils.core import roc_auc
-from negutils.diagnosis import concept_embeddings, concept_pairs, dilution_summary, text_coefficients
-from negutils.report import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, collapse_verdicts, judge
+from negutils.core.metrics import roc_auc
+from negutils.diagnosis import concept_pairs, dilution_summary, text_coefficients
+from negutils.diagnosis.concepts import concept_embeddings
+from negutils.report import collapse_verdicts
+from negutils.report.verdicts import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, judge
 
 CATEGORIES = ["cat", "dog", "star", "boat", "cup"]
 NOT_DIRECTION = len(CATEGORIES)        # an extra axis some encoders add for "no"/"not"
@@ -186,7 +188,8 @@ def test_a_profiles_dilution_pairs_are_a_seeded_sample_of_the_ordered_pairs():
 
 PAPER_LIKE = dict(
     lcd_shape="rise-and-fall", random_shape="rising", minimal_shape="rise-and-fall", minimal_max=0.1,
-    minimal_peak_layer=8, retained_peak=0.9, retained_final=0.4, retained_min_layer=12, l_p=8, l_a=6, ascent=7, n_layers=12, lcd_max=0.2,
+    minimal_peak_layer=8, retained_peak=0.9, retained_final=0.4, retained_min_layer=12, l_p=8, l_a=6, ascent=7,
+    n_layers=12, lcd_max=0.2,
     lcd_final=0.05, paraphrase_max=0.01, alignment_first=0.1, alignment_final=0.3, probe_first_layer=0.876,
     probe_peak=0.94, probe_peak_layer=5, probe_final_layer=0.879, detection_auc=0.88, rho_negation=0.94,
     rho_rephrase=0.95, rho_operator_swap=0.94, rho_concept_replacement=0.47, rho_unrelated=0.27,

@@ -4,10 +4,13 @@ import json
 
 import pytest
 
-from negutils.benchmarks import (FORMS, ConfusionConfig, FactorConfig, build_confusion, build_existence,
-                                 build_factor, confusing_density, excluded_category, verification_report)
-from negutils.core import flat, holds, literal, nested
-from negutils.world import WorldConfig, build_world, load_split
+from negutils.benchmarks import confusing_density, excluded_category, verification_report
+from negutils.benchmarks.confusion import ConfusionConfig, build_confusion
+from negutils.benchmarks.factor import FORMS, FactorConfig, build_factor
+from negutils.benchmarks.valse import build_existence
+from negutils.core.logic import flat, holds, literal, nested
+from negutils.world.coco import load_split
+from negutils.world.generate import WorldConfig, build_world
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +42,11 @@ def test_confusion_is_deterministic_and_a_verifier_filters(split):
     a, b = build_confusion(split, "2C", cfg), build_confusion(split, "2C", cfg)
     assert a.equals(b)
     # a detector that never sees the negated concept empties every confusing set: no gallery survives
-    blind = build_confusion(split, "2C", cfg, verifier=lambda i, concepts: {c: 0.9 for c in concepts[:-1]} | {concepts[-1]: 0.0})
+    blind = build_confusion(split, "2C", cfg,
+                            verifier=lambda i, concepts: {c: 0.9 for c in concepts[:-1]} | {concepts[-1]: 0.0})
     assert len(blind) == 0
-    exact = build_confusion(split, "2C", cfg, verifier=lambda i, concepts: {c: float(c in split.objects[i]) for c in concepts})
+    exact = build_confusion(split, "2C", cfg,
+                            verifier=lambda i, concepts: {c: float(c in split.objects[i]) for c in concepts})
     assert exact.equals(a)
     assert "no detector verification is needed" in verification_report(None, "embedded")
 
@@ -96,7 +101,8 @@ def test_factor_caps_polarity_and_positions(factor):
         pairs = group["concepts"].map(lambda c: frozenset(json.loads(c))).value_counts()
         assert pairs.max() <= 5, test
     negation = ops[ops.test.isin(["NOT", "BUT-NOT", "NEITHER"])]
-    negated_correct = [('"negated": true' in (s.parse_0 if s.correct == 0 else s.parse_1)) for s in negation.itertuples()]
+    negated_correct = [('"negated": true' in (s.parse_0 if s.correct == 0 else s.parse_1))
+                       for s in negation.itertuples()]
     assert 0.35 <= sum(negated_correct) / len(negated_correct) <= 0.65
     assert 0.3 <= factor["correct"].mean() <= 0.7
 
@@ -117,7 +123,7 @@ def test_existence_pairs(split):
 
 
 def test_benchmark_files_are_byte_identical_and_cached(split, tmp_path):
-    from negutils.benchmarks import NAMES, BenchmarkConfig, ensure_benchmarks
+    from negutils.benchmarks.suite import NAMES, BenchmarkConfig, ensure_benchmarks
 
     cfg = BenchmarkConfig(confusion=ConfusionConfig(m_min=5, m_max=12),
                           factor=FactorConfig(operator_samples=10, equivalence_samples=(("De Morgan", 4),),
@@ -135,7 +141,7 @@ def test_benchmark_files_are_byte_identical_and_cached(split, tmp_path):
 def test_cpu_factor_operator_counts_follow_lcse_table_3(tmp_path):
     """LCSE Table 3's "All" weights operators by their sample counts; the cpu profile's operator
     split has exactly those counts, so our "All" is the same weighted mean."""
-    from negutils.benchmarks import PAPER_OPERATOR_COUNTS
+    from negutils.benchmarks.factor import PAPER_OPERATOR_COUNTS
     from negutils.config import get_profile
 
     cpu = get_profile("cpu")

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from negutils.core import atomic_save, atomic_write_json, build_directory_atomically, config_hash
-from negutils.world import WorldConfig
+from negutils.core.cache import atomic_save, atomic_write_json, build_directory_atomically, config_hash
+from negutils.world.generate import WorldConfig
 
 
 def test_equal_configs_hash_equally_and_any_change_changes_the_key():

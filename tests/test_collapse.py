@@ -8,8 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from negutils.diagnosis import (bootstrap_layer_means, build_diagnostic_set, curve_shape, divergence_per_item,
-                                lcd_analysis, probe_accuracy, reword, select_layers)
+from negutils.diagnosis import build_diagnostic_set, lcd_analysis
+from negutils.diagnosis.collapse import (bootstrap_layer_means, curve_shape, divergence_per_item, probe_accuracy,
+                                         select_layers)
+from negutils.diagnosis.diagnostic import reword
 
 DIM = 32
 CUES = {"no", "not", "without"}
@@ -145,8 +147,8 @@ def test_reword_keeps_meaning_and_case():
 
 
 def test_diagnostic_set_negates_an_absent_object(tiny_world):
-    from negutils.core import has_negation_cue
-    from negutils.world import load_split
+    from negutils.core.phrasing import has_negation_cue
+    from negutils.world.coco import load_split
 
     val = load_split(tiny_world / "val")
     diag = build_diagnostic_set(val, 20, seed=1)
@@ -165,7 +167,7 @@ def test_diagnostic_set_negates_an_absent_object(tiny_world):
 
 def test_layer_choice_round_trips_through_the_results_file(tmp_path, monkeypatch):
     from negutils.config import get_profile
-    from negutils.core import write_results
+    from negutils.core.results import write_results
     from negutils.diagnosis import load_layer_choice
 
     monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
@@ -181,7 +183,7 @@ def _analysis(d_means, probe):
     layers = np.arange(1, len(d_means) + 1)
     curves = pd.DataFrame({"condition": "negated", "quantity": "D_LCD", "layer": layers, "mean": d_means,
                            "lo": d_means, "hi": d_means})
-    from negutils.diagnosis import LcdAnalysis
+    from negutils.diagnosis.collapse import LcdAnalysis
     return LcdAnalysis(curves, select_layers(d_means, np.linspace(0, 1, len(d_means))),
                        pd.DataFrame({"layer": layers, "probe accuracy": probe}))
 
@@ -222,7 +224,7 @@ def test_lcd_by_structure_finds_the_peak_per_structure_and_matches_the_whole_set
 
 
 def test_the_diagnostic_set_records_the_structure_of_its_affirmative_caption(tiny_world):
-    from negutils.world import load_split
+    from negutils.world.coco import load_split
     from negutils.world.grammar import STRUCTURES
 
     val = load_split(tiny_world / "val")

@@ -42,7 +42,8 @@ PROMPTS = {"This image features a cat.": E["cat"], "This image features a dog.":
 @pytest.fixture
 def split():
     n = len(OBJECTS)
-    return CocoSplit(name="val", image_root=Path("."), image_ids=list(range(n)), file_names=[f"{i}.png" for i in range(n)],
+    return CocoSplit(name="val", image_root=Path("."), image_ids=list(range(n)),
+                     file_names=[f"{i}.png" for i in range(n)],
                      objects=[frozenset(o) for o in OBJECTS], captions=[[] for _ in range(n)], categories=CATEGORIES)
 
 

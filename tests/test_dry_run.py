@@ -17,9 +17,10 @@ from negutils import run as runner
 from negutils.benchmarks import results_frame
 from negutils.benchmarks.published import MCQ_FILES
 from negutils.config import get_profile
-from negutils.core import read_results
+from negutils.core.results import read_results
 from negutils.core.workers import torch_threads
-from negutils.models import TextFeatures, load_backbone
+from negutils.models.backbone import load_backbone
+from negutils.models.features import TextFeatures
 from negutils.models.features import main as features_main
 
 from conftest import findings_box, injected_parameters_of_every_chapter

@@ -7,30 +7,20 @@ import pandas as pd
 import pytest
 import torch
 
-from negutils.benchmarks import (
-    ClipScorer,
-    ConfusionConfig,
-    FactorConfig,
-    MCQConfig,
-    build_confusion,
-    build_factor,
-    build_mcq,
-    build_retrieval,
-    claims_hold,
-    evaluate_confusion,
-    evaluate_mcq,
-    evaluate_pairwise,
-    evaluate_retention,
-    evaluate_retrieval,
-    result_row,
-    results_frame,
-)
+from negutils.benchmarks import ClipScorer, evaluate_retention, results_frame
+from negutils.benchmarks.confusion import ConfusionConfig, build_confusion
+from negutils.benchmarks.evaluate import (evaluate_confusion, evaluate_mcq, evaluate_pairwise, evaluate_retrieval,
+                                          result_row)
+from negutils.benchmarks.factor import FactorConfig, build_factor
+from negutils.benchmarks.negbench import MCQConfig, build_mcq, build_retrieval, claims_hold
 from negutils.benchmarks.suite import Benchmarks, evaluate_methods
 from negutils.config import Profile
-from negutils.core import holds, method_table, read_results, write_results
+from negutils.core.logic import holds
+from negutils.core.results import method_table, read_results, write_results
 from negutils.core.results import result_value
-from negutils.models import load_backbone
-from negutils.world import WorldConfig, build_world, load_split
+from negutils.models.backbone import load_backbone
+from negutils.world.coco import load_split
+from negutils.world.generate import WorldConfig, build_world
 
 
 class OracleScorer:
@@ -220,26 +210,3 @@ def test_per_item_outcomes_average_to_the_headline_metric(split):
     retention = evaluate_retention(scorer, scorer, affirmative, split, items=items)
     assert retention["rho"] == pytest.approx(1.0) and items["rho"] == pytest.approx(np.ones(len(affirmative)))
     assert items["R@5"].mean() == pytest.approx(retention["R@5"])
-
-
-@pytest.mark.parametrize("queries", [1, 7, 64, 300])
-def test_scores_in_blocks_is_the_matrix_product_and_edits_each_block_once(queries):
-    """Blocked, the product is the one-shot ``image @ text.T`` (to float32 rounding; bit for bit on
-    the CPUs measured), and the edit sees every image exactly once, in order, on its own block."""
-    from negutils.benchmarks.evaluate import SCORE_BLOCK_VALUES, scores_in_blocks
-    generator = torch.Generator().manual_seed(queries)
-    images, text = torch.randn(3 * SCORE_BLOCK_VALUES // queries + 5, 32, generator=generator), torch.randn(queries, 32)
-    assert torch.allclose(scores_in_blocks(images, text), images @ text.T, rtol=0, atol=1e-5)
-    seen = []
-
-    def edit(block, start, stop):
-        assert block.shape == (stop - start, queries)
-        assert torch.allclose(block, images[start:stop] @ text.T, rtol=0, atol=1e-5)   # its own rows
-        seen.append((start, stop))
-        block.add_(float(len(seen)))          # each block marked with its number
-
-    edited = scores_in_blocks(images, text, edit)
-    assert len(seen) >= 3 and seen[0][0] == 0 and seen[-1][1] == len(images)
-    assert all(a[1] == b[0] for a, b in zip(seen, seen[1:]))
-    offsets = torch.cat([torch.full((stop - start,), float(k)) for k, (start, stop) in enumerate(seen, 1)])
-    assert torch.allclose(edited - offsets[:, None], images @ text.T, rtol=0, atol=1e-5)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from negutils.models import TextFeatures, extract_text_features, load_backbone, shard_bounds
+from negutils.models.backbone import load_backbone
+from negutils.models.features import TextFeatures, extract_text_features, shard_bounds
 
 CAPTIONS = ["a cat", "a dog without a cat", "there is no star in this image", "a red boat and a cup",
             "A picture of a house.", "no fish", "an hourglass without a flag"]
@@ -79,7 +80,7 @@ def test_shard_bounds_cover_everything_once_on_batch_boundaries():
 
 
 def test_one_pass_sweep_equals_separate_extractions(tiny, tmp_path):
-    from negutils.models import extract_layer_sweep
+    from negutils.models.features import extract_layer_sweep
 
     sweep = extract_layer_sweep(tiny, CAPTIONS, [(5, 3), (8, 2)], tmp_path / "sweep", "tiny:seed0", batch_size=4,
                                 progress=False)

@@ -9,7 +9,9 @@ import pytest
 from negutils.benchmarks.negbench import RETRIEVAL_TEMPLATES
 from negutils.core.phrasing import NEGATION_TEMPLATES
 from negutils.models.backbone import get_tokenizer
-from negutils.world import CATEGORY_NAMES, WorldConfig, generate_split, load_split
+from negutils.world.coco import load_split
+from negutils.world.generate import WorldConfig, generate_split
+from negutils.world.glyphs import CATEGORY_NAMES
 from negutils.world import alt_text
 from negutils.world.glyphs import COLOURS
 from negutils.world.grammar import STRUCTURES

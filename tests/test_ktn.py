@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from negutils.core import sigmoid
-from negutils.methods import EmbeddingCorrectionScorer, KtnScorer, rejection_score, remove_directions
+from negutils.core.stats import sigmoid
+from negutils.methods.ktn import EmbeddingCorrectionScorer, KtnScorer, rejection_score, remove_directions
 
 CONCEPTS = ("cat", "dog", "bird")
 D = 5
@@ -76,7 +76,8 @@ def test_remove_directions_leaves_the_span():
     t = torch.nn.functional.normalize(torch.randn(D, generator=torch.Generator().manual_seed(0)), dim=0)
     directions = torch.randn(2, D, generator=torch.Generator().manual_seed(1))
     out = remove_directions(t, directions)
-    assert torch.allclose(out @ directions.T, torch.zeros(2), atol=1e-6) and torch.isclose(out.norm(), torch.tensor(1.0))
+    assert (torch.allclose(out @ directions.T, torch.zeros(2), atol=1e-6) and
+            torch.isclose(out.norm(), torch.tensor(1.0)))
     over = remove_directions(t, directions[:1], lam=1.9)
     assert float(over @ directions[0]) * float(t @ directions[0]) < 0      # lambda > 1 flips the sign
 
@@ -110,7 +111,7 @@ def test_a_second_query_on_a_gallery_encodes_only_its_own_text():
 def test_embedding_correction_follows_the_written_formula_and_keeps_the_direction_variant():
     import torch.nn.functional as F
 
-    from negutils.methods import EmbeddingCorrectionScorer
+    from negutils.methods.ktn import EmbeddingCorrectionScorer
 
     # e_c = (1, 0.2, 0, 0, 0) for the query, e_neg = the dog axis, a = the neutral axis (basis 3)
     formula = EmbeddingCorrectionScorer(None, bag_of_concepts_encoder, lam=1.9)

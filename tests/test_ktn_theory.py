@@ -18,7 +18,8 @@ import torch.nn.functional as F
 
 from negutils.diagnosis import (ConceptBank, lemma1_check, lemma1_summary, pick_showcase_gallery, pool_weight_sweep,
                                 score_separation, top_k_scores)
-from negutils.report import NOT_REPRODUCED, REPRODUCED, ktn_verdicts
+from negutils.report import ktn_verdicts
+from negutils.report.verdicts import NOT_REPRODUCED, REPRODUCED
 from negutils.world.coco import CocoSplit
 
 CATEGORIES = ["dog", "cat", "bird"]
@@ -147,7 +148,8 @@ def test_lemma1_summary_on_disagreeing_signs():
 def test_the_theory_feeds_chapter_04s_verdicts(split, galleries):
     """lemma1_summary's keys are what ktn_verdicts reads: on this world Lemma 1 and Corollary 1 hold
     exactly, and half the galleries have beta_c- > 0."""
-    from negutils.benchmarks import result_row, results_frame
+    from negutils.benchmarks import results_frame
+    from negutils.benchmarks.evaluate import result_row
 
     lemma = lemma1_summary(lemma1_check(galleries, split, FixedImages(), encode, ConceptBank(encode)))
     rows = [result_row("embedded", s, "toy", "test", t, {"method": m, metric: 0.5})

@@ -3,6 +3,7 @@ and imports at module level unless a comment says why not (the rule of ``negutil
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -129,8 +130,46 @@ def test_the_layering_check_catches_an_upward_import_and_reads_relative_levels(t
     assert upward_imports(probe, me) == ["line 1: negutils.methods.ktn", "line 4: negutils.world.coco"]
 
 
-def test_every_chapter_imports_from_at_most_five_negutils_places():
+def negutils_imports(text: str) -> dict[str, list[str]]:
+    """{``negutils`` or ``negutils.<module>``: the names a chapter's code imports from it}."""
+    found: dict[str, list[str]] = {}
+    for module, names in re.findall(r"^from (negutils\S*) import (\([^)]*\)|[^\n]*)", text, re.M):
+        found.setdefault(module, []).extend(n.strip() for n in names.strip("()").split(",") if n.strip())
+    return found
+
+
+def test_every_chapter_imports_a_few_negutils_namespaces_not_dozens_of_names():
+    """A chapter reads like d2l's: ``from negutils import methods, plots, report`` and calls through them;
+    the only names it imports from a module are the session's and an aliased module."""
+    stages = set(negutils.STAGES)
+    for notebook in sorted((PACKAGE.parent / "notebooks").glob("[0-9][0-9]_*.md")):
+        imports = negutils_imports(notebook.read_text())
+        namespaces = imports.pop("negutils", [])
+        assert namespaces and set(namespaces) <= stages, (notebook.name, namespaces)
+        names = [n for found in imports.values() for n in found]
+        assert sum(map(len, (namespaces, names))) <= 7, (notebook.name, imports)
+        assert set(imports) <= {"negutils.session", "negutils.diagnosis"}, (notebook.name, sorted(imports))
+
+
+def test_the_namespace_check_reads_each_import_form():
+    text = ("from negutils import methods, plots\nfrom negutils.session import (open_session,\n"
+            "    write_results)\nfrom negutils.diagnosis import bag_of_concepts as boc\n")
+    assert negutils_imports(text) == {"negutils": ["methods", "plots"],
+                                      "negutils.session": ["open_session", "write_results"],
+                                      "negutils.diagnosis": ["bag_of_concepts as boc"]}
+
+
+def test_a_stage_package_exports_only_what_the_chapters_use():
+    """``negutils.<stage>``'s ``__all__`` is the set of names the chapters call through it, no more."""
+    used: dict[str, set[str]] = {}
     for notebook in sorted((PACKAGE.parent / "notebooks").glob("[0-9][0-9]_*.md")):
         text = notebook.read_text()
-        places = {m.split(".")[1] if "." in m else m for m in re.findall(r"^from (negutils\S*) import", text, re.M)}
-        assert places and len(places) <= 5, (notebook.name, sorted(places))
+        for stage_name in negutils_imports(text).get("negutils", []):
+            code = "\n".join(re.findall(r"```\{code-cell\}[^\n]*\n(.*?)\n```", text, re.S))
+            used.setdefault(stage_name, set()).update(re.findall(rf"(?<![\w.]){stage_name}\.(\w+)", code))
+    for stage_name in negutils.STAGES:
+        package = PACKAGE / stage_name / "__init__.py"
+        if not package.exists():
+            continue
+        exported = set(importlib.import_module(f"negutils.{stage_name}").__all__)
+        assert exported == used.get(stage_name, set()), (stage_name, sorted(exported ^ used.get(stage_name, set())))

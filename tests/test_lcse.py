@@ -3,9 +3,9 @@ zero correction on captions without an operator or negation."""
 import numpy as np
 import pytest
 
-from negutils.core import sigmoid
-from negutils.methods import (closed_form_and, closed_form_not, fit_calibration, lcse_correction,
-                              logic_probability, power_mean)
+from negutils.core.stats import sigmoid
+from negutils.methods import closed_form_and, closed_form_not, lcse_correction
+from negutils.methods.lcse import fit_calibration, logic_probability, power_mean
 
 
 def parse(op, *lits):
@@ -72,9 +72,9 @@ def test_lcse_equals_holistic_on_affirmative_single_concept_retrieval(tiny_world
     from scipy.stats import spearmanr
 
     from negutils.benchmarks import ClipScorer
-    from negutils.methods import Calibration, LcseScorer
-    from negutils.models import load_backbone
-    from negutils.world import load_split
+    from negutils.methods.lcse import Calibration, LcseScorer
+    from negutils.models.backbone import load_backbone
+    from negutils.world.coco import load_split
 
     backbone, split = load_backbone("negbook-tiny"), load_split(tiny_world / "val")
     vanilla = ClipScorer(backbone)

@@ -9,13 +9,15 @@ import pandas as pd
 import pytest
 import torch
 
-from negutils.benchmarks import FactorConfig, build_factor, result_row, results_frame
+from negutils.benchmarks import results_frame
+from negutils.benchmarks.evaluate import result_row
+from negutils.benchmarks.factor import FactorConfig, build_factor
 from negutils.core.logic import flat, literal, nested
 from negutils.diagnosis import ConceptBank
 from negutils.methods import (ablation_rows, concept_detection_auc, evidence_strata, operator_table, oracle_parses,
                               parser_agreement)
 from negutils.methods.parsing import CaptionParse
-from negutils.world import load_split
+from negutils.world.coco import load_split
 from negutils.world.coco import CocoSplit
 
 CONCEPTS = ["cat", "dog", "bird", "cup"]
@@ -33,7 +35,8 @@ def axis_encoder(captions):
 
 def toy_split(objects):
     n = len(objects)
-    return CocoSplit(name="val", image_root=Path("."), image_ids=list(range(n)), file_names=[f"{i}.png" for i in range(n)],
+    return CocoSplit(name="val", image_root=Path("."), image_ids=list(range(n)),
+                     file_names=[f"{i}.png" for i in range(n)],
                      objects=[frozenset(o) for o in objects], captions=[[] for _ in range(n)], categories=CONCEPTS)
 
 

@@ -65,7 +65,7 @@ def test_a_damaged_chunk_is_reported_deleted_and_its_captions_recomputed(tmp_pat
 
 def test_a_second_backbone_with_the_same_key_reads_what_the_first_encoded(tmp_path, monkeypatch):
     from negutils.methods.peakpatch.scorer import PeakTaps
-    from negutils.models import load_backbone
+    from negutils.models.backbone import load_backbone
     from negutils.models.backbone import Backbone
 
     first = load_backbone("negbook-tiny")
@@ -96,9 +96,9 @@ def test_image_embeddings_are_kept_on_disk_per_file_and_an_image_replaced_in_pla
     import os
 
     from negutils.benchmarks import ClipScorer
-    from negutils.models import load_backbone
+    from negutils.models.backbone import load_backbone
     from negutils.models.backbone import Backbone
-    from negutils.world import load_split
+    from negutils.world.coco import load_split
 
     split = load_split(tiny_world / "val")
     first = load_backbone("negbook-tiny")

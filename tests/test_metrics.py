@@ -3,8 +3,8 @@ import warnings
 import numpy as np
 import pytest
 
-from negutils.core import ranks_of_targets, recall_at_k
-from negutils.models import retrieval_recall
+from negutils.core.metrics import ranks_of_targets, recall_at_k
+from negutils.models.retrieval import retrieval_recall
 
 
 def test_recall_on_a_hand_computed_case():
@@ -25,7 +25,8 @@ def test_retrieval_recall_both_directions_and_chance():
     scores[0] = [0.0, 1.0, 0.0, 0.0]  # text 0 prefers image 1; image 1 ties texts 0 and 1
     out = retrieval_recall(scores, ks=(1,))
     assert out["t2i_R@1"] == 0.75
-    assert out["i2t_R@1"] == 0.5       # ties count against the target: image 0 ties all four texts at 0, image 1 ties two
+    assert out["i2t_R@1"] == 0.5       # ties count against the target: image 0 ties all four texts at 0,
+                                       # image 1 ties two
     assert out["chance_R@1"] == 0.25 and out["gallery"] == 4
 
 
@@ -35,7 +36,7 @@ def test_bad_shapes_are_rejected():
 
 
 def test_auc_on_hand_computed_cases():
-    from negutils.core import roc_auc
+    from negutils.core.metrics import roc_auc
 
     assert roc_auc([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2]) == 1.0
     assert roc_auc([1, 1, 0, 0], [0.1, 0.2, 0.9, 0.8]) == 0.0
@@ -44,7 +45,7 @@ def test_auc_on_hand_computed_cases():
 
 
 def test_auc_matches_the_pair_counting_definition_on_random_cases():
-    from negutils.core import roc_auc
+    from negutils.core.metrics import roc_auc
 
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -52,12 +53,13 @@ def test_auc_matches_the_pair_counting_definition_on_random_cases():
         y[:2] = [True, False]
         s = rng.integers(0, 6, size=40).astype(float)  # many ties
         pos, neg = s[y], s[~y]
-        expected = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) / (len(pos) * len(neg))
+        expected = (((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) /
+                    (len(pos) * len(neg)))
         assert abs(roc_auc(y, s) - expected) < 1e-12
 
 
 def test_auc_needs_both_classes():
-    from negutils.core import roc_auc
+    from negutils.core.metrics import roc_auc
 
     with pytest.raises(ValueError, match="both classes"):
         roc_auc([1, 1], [0.2, 0.3])
@@ -66,7 +68,7 @@ def test_auc_needs_both_classes():
 def test_average_precision_matches_scikit_learn_on_random_cases():
     from sklearn.metrics import average_precision_score
 
-    from negutils.core import average_precision
+    from negutils.core.metrics import average_precision
 
     rng = np.random.default_rng(1)
     for _ in range(50):
@@ -77,7 +79,7 @@ def test_average_precision_matches_scikit_learn_on_random_cases():
 
 
 def test_ap_and_macro_map_by_hand():
-    from negutils.core import average_precision, mean_average_precision
+    from negutils.core.metrics import average_precision, mean_average_precision
 
     # ranking: pos, neg, pos -> precisions 1 and 2/3 -> AP 5/6
     assert average_precision([1, 0, 1], [0.9, 0.8, 0.7]) == pytest.approx(5 / 6)
@@ -85,7 +87,7 @@ def test_ap_and_macro_map_by_hand():
 
 
 def test_recall_with_positive_sets_and_pessimistic_ties():
-    from negutils.core import recall_at_k_sets
+    from negutils.core.metrics import recall_at_k_sets
 
     scores = np.array([[0.9, 0.5, 0.1], [0.2, 0.2, 0.9]])
     assert recall_at_k_sets(scores, [[1, 2], [0]], ks=(1, 2)) == {"R@1": 0.0, "R@2": 0.5}
@@ -94,7 +96,7 @@ def test_recall_with_positive_sets_and_pessimistic_ties():
 
 
 def test_pairwise_accuracy_splits_ties():
-    from negutils.core import pairwise_accuracy
+    from negutils.core.metrics import pairwise_accuracy
 
     assert pairwise_accuracy([[0.3, 0.1], [0.2, 0.2], [0.1, 0.5]], [0, 0, 1]) == pytest.approx(2.5 / 3)
 
@@ -102,7 +104,7 @@ def test_pairwise_accuracy_splits_ties():
 def test_spearman_against_definition():
     from scipy.stats import spearmanr
 
-    from negutils.core import spearman_rho
+    from negutils.core.metrics import spearman_rho
 
     rng = np.random.default_rng(2)
     a, b = rng.integers(0, 5, 40), rng.random(40)
@@ -111,7 +113,7 @@ def test_spearman_against_definition():
 
 
 def test_mcq_metrics_by_template_and_wrong_pick_type():
-    from negutils.core import mcq_metrics
+    from negutils.core.metrics import mcq_metrics
 
     scores = [[0.9, 0.1, 0.1, 0.1],   # right
               [0.1, 0.9, 0.1, 0.1],   # wrong: picked a positive-type option

@@ -5,7 +5,10 @@ import pytest
 
 from negutils.experiments import rate_verdicts, sweep_tables
 from negutils.experiments.negation_rate import load_rate_run, save_rate_run
-from negutils.world import WorldConfig, build_world, false_negations, load_split, negation_share, recaption
+from negutils.world import false_negations, negation_share
+from negutils.world.coco import load_split
+from negutils.world.generate import WorldConfig, build_world
+from negutils.world.recaption import recaption
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,7 @@ def test_bad_rates_and_foreign_splits_are_refused(tmp_path, world):
 
 
 def test_a_replacement_split_must_say_what_differs(world):
-    from negutils.models import PretrainConfig, ensure_pretrained
+    from negutils.models.pretrain import PretrainConfig, ensure_pretrained
 
     with pytest.raises(ValueError, match="key_extra"):
         ensure_pretrained(world, PretrainConfig(), world, split=load_split(world / "pretrain"))
@@ -61,21 +64,24 @@ def _runs(peaks, gains, negatives):
         measures = {"MCQ negative": neg, "polarity AUC": 0.3 + neg, "LCD peak": peak, "retrieval R@5": 0.5}
         methods = {"method": ["vanilla", "PeakPatch (joint)", "KTN"], "MCQ": [0.3, 0.3 + gain, 0.3 + gain / 2],
                    "Conf-2C": [0.5, 0.5, 0.5], "FACTOR": [0.5, 0.5, 0.5]}
-        curves = {"condition": ["negated"], "quantity": ["D_LCD"], "layer": [1], "mean": [peak], "lo": [peak], "hi": [peak]}
+        curves = {"condition": ["negated"], "quantity": ["D_LCD"], "layer": [1], "mean": [peak], "lo": [peak],
+                  "hi": [peak]}
         runs.append({"rate": rate, "pretrain seconds": 1.0, "measure seconds": 1.0, "measures": measures,
                      "curves": curves, "methods": methods})
     return runs
 
 
 def test_verdicts_follow_their_rules():
-    measures, _, methods = sweep_tables(_runs(peaks=(0.01, 0.05, 0.09), gains=(0.3, 0.2, 0.1), negatives=(0.02, 0.1, 0.3)))
+    measures, _, methods = sweep_tables(_runs(peaks=(0.01, 0.05, 0.09), gains=(0.3, 0.2, 0.1),
+                                              negatives=(0.02, 0.1, 0.3)))
     assert methods.loc[methods.method == "vanilla", "MCQ gain"].eq(0).all()
     v = rate_verdicts(measures, methods).set_index("claim")["verdict"]
     assert v["scarce negation in pretraining causes negation blindness"] == "reproduced"
     assert v["post-hoc corrections help less as the negation rate rises"] == "reproduced"
     assert v["PeakPatch's gain tracks the height of the LCD peak"] == "not reproduced"   # peak up, gain down
     assert v["negation data costs affirmative retrieval"] == "not reproduced"
-    measures, _, methods = sweep_tables(_runs(peaks=(0.01, 0.05, 0.09), gains=(0.1, 0.2, 0.3), negatives=(0.02, 0.02, 0.02)))
+    measures, _, methods = sweep_tables(_runs(peaks=(0.01, 0.05, 0.09), gains=(0.1, 0.2, 0.3),
+                                              negatives=(0.02, 0.02, 0.02)))
     v = rate_verdicts(measures, methods).set_index("claim")["verdict"]
     assert v["PeakPatch's gain tracks the height of the LCD peak"] == "reproduced"
     assert v["scarce negation in pretraining causes negation blindness"] == "not reproduced"

@@ -3,9 +3,10 @@ import json
 import pandas as pd
 import pytest
 
-from negutils.benchmarks import (MCQ_COLUMNS, PHRASINGS, BenchmarkFileError, MCQConfig, build_mcq,
-                                 build_retrieval, claims_hold, paraphrase, read_mcq_csv, write_mcq_csv)
-from negutils.world import load_split
+from negutils.benchmarks.negbench import (MCQ_COLUMNS, BenchmarkFileError, MCQConfig, build_mcq, build_retrieval,
+                                          claims_hold, read_mcq_csv, write_mcq_csv)
+from negutils.benchmarks.paraphrase import PHRASINGS, paraphrase
+from negutils.world.coco import load_split
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,8 @@ def test_paraphraser_has_several_phrasings_and_a_hook():
     assert all(len(v) >= 5 for v in PHRASINGS.values())
     slots = {"A": "a cup", "B": "a star", "N": "a moon", "n": "moon"}
     assert paraphrase("hybrid", slots, None) == "This image features a star, but not a moon."
-    assert paraphrase("negative", slots, None, rephraser=lambda c, s: c.upper()) == "THIS IMAGE DOES NOT FEATURE A MOON."
+    assert paraphrase("negative", slots, None,
+                      rephraser=lambda c, s: c.upper()) == "THIS IMAGE DOES NOT FEATURE A MOON."
     with pytest.raises(ValueError, match="rephraser returned an empty caption"):
         paraphrase("negative", slots, None, rephraser=lambda c, s: " ")
     with pytest.raises(ValueError, match="unknown template kind 'affirmative'"):

@@ -3,7 +3,8 @@ import socket
 import pytest
 
 from negutils.models import weights
-from negutils.models import WeightsUnavailableError, load_backbone
+from negutils.models.backbone import load_backbone
+from negutils.models.weights import WeightsUnavailableError
 
 
 @pytest.fixture

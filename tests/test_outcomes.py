@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from negutils.report import bootstrap_ci, format_unified, leaders, read_items, unified_table, write_items
+from negutils.report import format_unified, leaders, read_items, unified_table
+from negutils.report.unified import bootstrap_ci, write_items
 
 
 def test_a_constant_has_a_zero_width_interval():

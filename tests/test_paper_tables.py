@@ -2,15 +2,17 @@
 import pandas as pd
 import pytest
 
-from negutils.methods import choose_alpha
-from negutils.report import (BOOK_TABLES, NEGFULL, agreement_summary, beside_table, best_negfull, differences,
-                             highlight_differences, our_values, paper_numbers)
+from negutils.methods.negfull import choose_alpha
+from negutils.report import (BOOK_TABLES, NEGFULL, agreement_summary, beside_table, best_negfull,
+                             highlight_differences, paper_numbers)
+from negutils.report.paper_tables import differences, our_values
 
 
 def _results():
     rows = []
-    for method, mcq, neg in (("vanilla", 0.40, 0.06), ("NegFull alpha=0.5", 0.30, 0.20), ("NegFull alpha=0.9", 0.35, 0.25),
-                             ("PeakPatch (joint)", 0.70, 0.60), ("LCSE", 0.60, 0.5)):
+    for method, mcq, neg in (("vanilla", 0.40, 0.06), ("NegFull alpha=0.5", 0.30, 0.20),
+                             ("NegFull alpha=0.9", 0.35, 0.25), ("PeakPatch (joint)", 0.70, 0.60),
+                             ("LCSE", 0.60, 0.5)):
         rows.append({"dataset": "embedded", "split": "val", "task": "mcq", "method": method, "accuracy": mcq,
                      "negative_accuracy": neg})
         rows.append({"dataset": "embedded", "split": "val", "task": "factor_operator", "method": method,

@@ -71,13 +71,15 @@ def test_paper_metric_finds_one_number_and_refuses_ambiguity():
 
 
 def test_methods_beside_paper_pairs_each_method_with_its_paper_row():
-    from negutils.benchmarks import result_row, results_frame
+    from negutils.benchmarks import results_frame
+    from negutils.benchmarks.evaluate import result_row
     from negutils.report import methods_beside_paper
 
     results = results_frame([result_row("embedded", split, "m", "p", task, {"method": method, **metrics})
                              for method, split, task, metrics in (
                                  ("KTN", "val", "confusion_2c", {"mAP": 0.9}), ("KTN", "val", "mcq", {"accuracy": 0.5}),
-                                 ("KTN", "ood", "mcq", {"accuracy": 0.25}), ("EC", "val", "confusion_2c", {"mAP": 0.7}))])
+                                 ("KTN", "ood", "mcq", {"accuracy": 0.25}),
+                                 ("EC", "val", "confusion_2c", {"mAP": 0.7}))])
     table = methods_beside_paper(results, [("KTN", "Table 1", "KTN (ViT-B/32)"), ("EC", "Table 1", "EC (ViT-B/32)")])
     ktn = table[table["method"] == "KTN"].set_index("benchmark")
     assert ktn.loc["coco_confusion_2c", "paper value"] == 82.8 and ktn.loc["coco_confusion_2c", "ours"] == 90.0

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from negutils.core import canonical
-from negutils.methods import fallback_rate, parse_captions, parse_ktn, parse_lcse
+from negutils.core.logic import canonical
+from negutils.methods import parse_captions
+from negutils.methods.parsing import fallback_rate, parse_ktn, parse_lcse
 
 
 def flat(op, *lits):
@@ -86,19 +87,21 @@ def test_rule_based_fallback_agrees_on_the_templates():
     captions = [c for c, _ in BENCHMARK_TEMPLATES if "traffic" not in c]
     spacy_parses = parse_captions(captions)
     rule_parses = parse_captions(captions, nlp=None)
-    agree = [canonical(spacy_parses[c].parse) == canonical(rule_parses[c].parse) for c in captions if rule_parses[c].parsed]
+    agree = [canonical(spacy_parses[c].parse) == canonical(rule_parses[c].parse)
+             for c in captions if rule_parses[c].parsed]
     assert sum(agree) >= len(captions) - 2
 
 
 def test_factor_oracle_parses_are_recovered(tiny_world):
-    from negutils.benchmarks import FactorConfig, build_factor
-    from negutils.world import load_split
+    from negutils.benchmarks.factor import FactorConfig, build_factor
+    from negutils.world.coco import load_split
 
     frame = build_factor(load_split(tiny_world / "val"), FactorConfig(operator_samples=10, compound_samples=5,
                                                                       nested_samples=0))
     operator = frame[frame["split"] == "operator"]
     parses = parse_captions(list(operator["caption_0"]) + list(operator["caption_1"]))
-    pairs = list(zip(operator["caption_0"], operator["parse_0"])) + list(zip(operator["caption_1"], operator["parse_1"]))
+    pairs = (list(zip(operator["caption_0"], operator["parse_0"])) +
+             list(zip(operator["caption_1"], operator["parse_1"])))
     assert len(pairs) >= 20
     for caption, oracle in pairs:
         assert parses[caption].parsed and canonical(parses[caption].parse) == canonical(json.loads(oracle)), caption

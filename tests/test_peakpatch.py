@@ -5,7 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from negutils.methods import ALPHA_MAX, ECN, SCN, PeakPatch, PeakPatchConfig, losses, parameter_count
+from negutils.methods import ECN, SCN, PeakPatchConfig, parameter_count
+from negutils.methods.peakpatch.model import ALPHA_MAX, PeakPatch
+from negutils.methods.peakpatch.train import losses
 
 
 def random_batch(n=6, tokens=7, width=64, dim=64, seed=0):
@@ -129,7 +131,7 @@ def test_ecn_is_the_identity_at_init_unless_asked_otherwise():
 
 
 def test_hard_negatives_enter_only_the_image_to_text_denominator():
-    from negutils.methods import contrastive_loss
+    from negutils.methods.training_data import contrastive_loss
 
     images = F.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), dim=-1)
     base = contrastive_loss(images, images, 10.0)
@@ -148,8 +150,9 @@ def test_variants_have_the_right_modules():
 @pytest.fixture(scope="module")
 def trained_setup(tiny_world, tmp_path_factory):
     from negutils.methods import prepare_negation_data
-    from negutils.models import TextFeatures, extract_text_features, load_backbone
-    from negutils.world import load_split
+    from negutils.models.backbone import load_backbone
+    from negutils.models.features import TextFeatures, extract_text_features
+    from negutils.world.coco import load_split
 
     backbone = load_backbone("negbook-tiny")
     split = load_split(tiny_world / "pretrain")
@@ -161,7 +164,7 @@ def trained_setup(tiny_world, tmp_path_factory):
 
 @pytest.mark.parametrize("protocol", ["negbench", "hard-negatives", "mixed"])
 def test_a_short_training_run_lowers_the_loss(trained_setup, protocol):
-    from negutils.methods import train_peakpatch
+    from negutils.methods.peakpatch.train import train_peakpatch
 
     _, _, data, features = trained_setup
     config = PeakPatchConfig(protocol=protocol, epochs=4, batch_size=16, lr_ecn=1e-3, lr_scn=1e-3, dropout=0.0)
@@ -172,7 +175,7 @@ def test_a_short_training_run_lowers_the_loss(trained_setup, protocol):
 
 
 def test_trained_models_are_cached_with_their_history(trained_setup, tmp_path):
-    from negutils.methods import ensure_peakpatch
+    from negutils.methods.peakpatch.train import ensure_peakpatch
 
     _, _, data, features = trained_setup
     config = PeakPatchConfig(epochs=1, batch_size=16, variant="scn_only")
@@ -206,8 +209,57 @@ def test_runs_trained_side_by_side_in_workers_equal_runs_trained_here(trained_se
     assert torch.get_num_threads() == threads            # training's single thread is given back
 
 
+def test_design_table_keeps_the_reference_unless_a_candidate_leads_by_a_standard_error():
+    from negutils.methods import chosen_design
+    from negutils.methods.peakpatch.train import design_table
+
+    runs = {"reference": PeakPatchConfig(), "scale 10": PeakPatchConfig(scn_logit_scale=10.0),
+            "default init": PeakPatchConfig(identity_init=False)}
+
+    def table(accuracies, questions=100):
+        history = pd.DataFrame({"run": list(runs) * 2, "held-out MCQ accuracy": [0.0] * 3 + accuracies})
+        return design_table(runs, history, questions)
+    # standard error of 0.5 over 100 questions: 0.05
+    within = table([0.50, 0.54, 0.53])
+    assert within["chosen"].tolist() == [True, False, False]
+    assert within["standard error"].iloc[0] == pytest.approx(0.05)
+    beyond = table([0.50, 0.55, 0.56])
+    assert beyond["chosen"].tolist() == [False, False, True]
+    assert chosen_design(beyond) == {"identity_init": False, "scn_logit_scale": 100.0, "delta_penalty": 1.0}
+    assert table([0.50, 0.55, 0.52], questions=400)["chosen"].tolist() == [False, True, False]
+
+
+def test_choose_design_trains_every_candidate_then_the_default_init_of_the_best(trained_setup, tmp_path):
+    from negutils.methods import choose_design, train_variants
+    from negutils.methods.peakpatch.train import design_table
+
+    _, _, data, features = trained_setup
+    base = PeakPatchConfig(epochs=1, batch_size=16, lr_ecn=1e-3, lr_scn=1e-3)
+    design = choose_design(features, data, base, (100.0, 10.0), (1.0, 10.0), tmp_path, progress=False)
+    grid = [f"SCN scale {s:g}, penalty {p:g}" for s in (100.0, 10.0) for p in (1.0, 10.0)]
+    assert design["candidate"].tolist()[:4] == grid and len(design) == 5 and design["chosen"].sum() == 1
+    first_round = design.iloc[:4].reset_index(drop=True)
+    best = first_round.loc[first_round["held-out MCQ accuracy"].idxmax()]
+    leads = best["held-out MCQ accuracy"] - first_round["held-out MCQ accuracy"][0] >= first_round[
+        "standard error"][0]
+    best = best if leads else first_round.iloc[0]
+    last = design.iloc[4]
+    assert last["candidate"] == f"{best['candidate']}, default init" and not last["identity_init"]
+    assert (last["scn_logit_scale"], last["delta_penalty"]) == (best["scn_logit_scale"], best["delta_penalty"])
+    assert design.iloc[:4]["identity_init"].all()
+    # each candidate's accuracy is its own trained run's (retrained from the cache: the same numbers)
+    runs = {row.candidate: PeakPatchConfig(epochs=1, batch_size=16, lr_ecn=1e-3, lr_scn=1e-3,
+                                           identity_init=bool(row.identity_init),
+                                           scn_logit_scale=row.scn_logit_scale, delta_penalty=row.delta_penalty)
+            for row in design.itertuples()}
+    _, history = train_variants(features, data, runs, tmp_path, progress=False)
+    again = design_table(runs, history, len(data.held_out_mcq()))
+    pd.testing.assert_frame_equal(again, design)
+
+
 def test_scorer_rows_agree_with_full_scores(trained_setup):
-    from negutils.methods import PeakPatchScorer, near_tie_subset
+    from negutils.methods.peakpatch.analysis import near_tie_subset
+    from negutils.methods.peakpatch.scorer import PeakPatchScorer
 
     backbone, _, data, _ = trained_setup
     torch.manual_seed(0)
@@ -221,7 +273,7 @@ def test_scorer_rows_agree_with_full_scores(trained_setup):
 
 
 def test_negfull_short_run_and_bad_alpha(trained_setup):
-    from negutils.methods import NegFullConfig, finetune_negfull, held_out_accuracy
+    from negutils.methods.negfull import NegFullConfig, finetune_negfull, held_out_accuracy
 
     backbone, split, data, _ = trained_setup
     before = [p.clone() for p in backbone.model.parameters()]
@@ -257,11 +309,12 @@ def test_negfull_alpha_1_on_negbench_trains_on_negcap_captions_and_no_mcq(traine
     positives = {c for captions, _ in seen for c in captions}
     negcap = {data.captions[c] for c in data.negcap["caption"]}
     assert seen and positives & negcap and positives - negcap          # NegCap captions and affirmative ones
-    assert all(float(out[2].detach()) == 0.0 and float(out[1].detach()) > 0 for _, out in seen)   # no MCQ term at alpha = 1
+    assert all(float(out[2].detach()) == 0.0 and float(out[1].detach()) > 0
+               for _, out in seen)   # no MCQ term at alpha = 1
 
 
 def test_mentioned_falls_back_to_word_matching():
-    from negutils.methods import mentioned
+    from negutils.methods.training_data import mentioned
 
     assert mentioned({"caption": "Two cats and a dog on a bench."}, ["cat", "dog", "bench", "car"]) == {"cat", "dog",
                                                                                                         "bench"}
@@ -293,7 +346,8 @@ def test_mcq_and_ablation_tables_follow_the_papers_layout():
 
 
 def test_attention_and_embedding_maps_on_the_tiny_backbone(trained_setup):
-    from negutils.methods import PeakPatchScorer, attention_by_token_type, embedding_map, polarity_separation
+    from negutils.methods import attention_by_token_type, embedding_map, polarity_separation
+    from negutils.methods.peakpatch.scorer import PeakPatchScorer
 
     backbone = trained_setup[0]
     torch.manual_seed(0)
@@ -341,7 +395,7 @@ def test_negation_data_is_built_once_per_split_and_each_backbone_gets_its_own_im
     import dataclasses
 
     from negutils.methods import prepare_negation_data, training_data
-    from negutils.models import load_backbone
+    from negutils.models.backbone import load_backbone
 
     backbone, split, data, _ = trained_setup
     built = []
@@ -358,8 +412,10 @@ def test_negation_data_is_built_once_per_split_and_each_backbone_gets_its_own_im
 
 
 def test_an_export_rebuilds_the_scorer_and_refuses_other_backbones_and_bad_files(trained_setup, tmp_path):
-    from negutils.methods import PeakPatchScorer, export_peakpatch, load_peakpatch
-    from negutils.models import load_backbone
+    from negutils.methods import export_peakpatch
+    from negutils.methods.peakpatch.export import load_peakpatch
+    from negutils.methods.peakpatch.scorer import PeakPatchScorer
+    from negutils.models.backbone import load_backbone
 
     backbone, _, data, _ = trained_setup
     torch.manual_seed(3)
@@ -388,8 +444,8 @@ def test_an_export_rebuilds_the_scorer_and_refuses_other_backbones_and_bad_files
 def test_negfull_fine_tunes_a_vit_b32_at_its_own_resolution(trained_setup):
     """The gpu profile's NegFull when no released checkpoint is given: ViT-B-32 (224 px, QuickGELU)
     fine-tuned on the world's 64 px images, which must be resized for its position embeddings."""
-    from negutils.methods import NegFullConfig, finetune_negfull
-    from negutils.models import load_backbone
+    from negutils.methods.negfull import NegFullConfig, finetune_negfull
+    from negutils.models.backbone import load_backbone
 
     _, _, data, _ = trained_setup
     vit = load_backbone("ViT-B-32", quick_gelu=True)
@@ -402,7 +458,7 @@ def test_negfull_fine_tunes_a_vit_b32_at_its_own_resolution(trained_setup):
 
 @pytest.mark.parametrize("how", ["zeroed", "emptied"])
 def test_a_zeroed_or_emptied_peakpatch_checkpoint_is_trained_again(trained_setup, tmp_path, how):
-    from negutils.methods import ensure_peakpatch
+    from negutils.methods.peakpatch.train import ensure_peakpatch
 
     _, _, data, features = trained_setup
     config = PeakPatchConfig(epochs=1, batch_size=16, variant="scn_only")
@@ -429,7 +485,7 @@ def test_a_damaged_negfull_checkpoint_is_fine_tuned_again(trained_setup, tmp_pat
 
 def test_negfull_fine_tuned_from_a_quickgelu_model_reloads_with_quickgelu(trained_setup, tmp_path):
     from negutils.methods.negfull import NegFullConfig, ensure_negfull
-    from negutils.models import load_backbone
+    from negutils.models.backbone import load_backbone
 
     _, _, data, _ = trained_setup
     base = load_backbone("negbook-tiny", quick_gelu=True)      # as OpenAI's ViT-B-32 runs

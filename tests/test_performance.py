@@ -2,18 +2,20 @@
 import pandas as pd
 import pytest
 
-from negutils.report import eager_edit_floor, ratio_summary, read_bench
+from negutils.report import ratio_summary, read_bench
 
 
 def test_ratio_summary_collects_every_bench(tmp_path):
-    pd.DataFrame([{"model": "m", "taps_ratio": 1.05, "taps_plus_tokens_ratio": 1.1}]).to_csv(tmp_path / "tap_overhead.csv")
+    pd.DataFrame([{"model": "m", "taps_ratio": 1.05, "taps_plus_tokens_ratio": 1.1}]).to_csv(
+        tmp_path / "tap_overhead.csv")
     pd.DataFrame([{"model": "m", "dense fp32 / ragged": 4.7, "dense fp16 / ragged": 2.35}]).to_csv(
         tmp_path / "feature_cache.csv")
     pd.DataFrame([{"model": "m", "method": "NegFull (whole CLIP)", "x NegFull": 1.0},
                   {"model": "m", "method": "PeakPatch joint (cached features)", "x NegFull": 42.0}]).to_csv(
         tmp_path / "peakpatch_training.csv")
     pd.DataFrame([{"gallery": 10000, "method": "vanilla", "x vanilla": 1.0},
-                  {"gallery": 10000, "method": "KTN", "x vanilla": 12.5}]).to_csv(tmp_path / "training_free_overhead.csv")
+                  {"gallery": 10000, "method": "KTN", "x vanilla": 12.5}]).to_csv(
+        tmp_path / "training_free_overhead.csv")
     pd.DataFrame([{"work": w, "setting": setting, "x 1 process, 2 threads": ratio}
                   for w, base in (("w", 1.14), ("v", 1.28))
                   for setting, ratio in (("1 process, 2 threads", 1.0), ("2 processes", base))]).to_csv(
@@ -101,15 +103,3 @@ def test_main_job_profile_reads_papermill_cell_durations(tmp_path):
         cell_times(_executed(tmp_path / "02_c.ipynb", [1.0, None]))
     with pytest.raises(ValueError, match="03_d.ipynb: no papermill start and end time"):
         main_job_profile([a, _executed(tmp_path / "03_d.ipynb", [1.0], ("", ""))])
-
-
-def test_eager_edit_floor_adds_two_gathers_a_transcendental_and_the_cheaper_accumulation():
-    passes = pd.DataFrame([{"embed dim": 256, "gallery": 10, "pass": name, "x vanilla": x} for name, x in (
-        ("gather one column per query", 0.04), ("sigmoid in place", 0.01), ("log in place", 0.03),
-        ("accumulate (index_add_)", 0.05), ("accumulate (scatter_add_)", 0.02), ("add in place", 0.001))])
-    latency = pd.DataFrame([{"method": m, "embed dim": 256, "gallery": 10, "matrix product x vanilla": 1.05,
-                             "x vanilla": 1.4} for m in ("vanilla", "KTN", "LCSE")])
-    floor = eager_edit_floor(passes, latency).set_index("method")
-    assert floor.loc["KTN", "least elementwise x vanilla"] == pytest.approx(0.08 + 0.01 + 0.02)
-    assert floor.loc["LCSE", "floor x vanilla"] == pytest.approx(1.05 + 0.08 + 0.03 + 0.02)
-    assert (floor["measured x vanilla"] == 1.4).all() and len(floor) == 2

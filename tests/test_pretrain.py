@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from negutils.config import get_profile
-from negutils.models import PretrainConfig, ensure_pretrained, load_backbone, pretrain
+from negutils.models.backbone import load_backbone
+from negutils.models.pretrain import PretrainConfig, ensure_pretrained, pretrain
 from negutils.models.pretrain import attention_kernel
-from negutils.world import WorldConfig, build_world, load_split
+from negutils.world.coco import load_split
+from negutils.world.generate import WorldConfig, build_world
 
 
 def test_pretraining_is_deterministic_and_moves_the_weights(tiny_world, tiny_pretrain_config, tmp_path):

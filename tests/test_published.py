@@ -6,12 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from negutils.benchmarks import BenchmarkFileError, build_mcq, build_retrieval, ensure_benchmarks
+from negutils.benchmarks.negbench import BenchmarkFileError, build_mcq, build_retrieval
+from negutils.benchmarks.suite import ensure_benchmarks
 from negutils.benchmarks.published import (MCQ_FILES, RETRIEVAL_FILES, read_published, read_published_mcq,
                                            read_published_retrieval, with_published, write_published_world)
 from negutils.config import get_profile
 from negutils.session import load_splits
-from negutils.world import load_split, voc_category_name, voc_class_map
+from negutils.world.coco import load_split
+from negutils.world.published import voc_category_name, voc_class_map
 
 
 @pytest.fixture(scope="module")

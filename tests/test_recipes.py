@@ -4,9 +4,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from negutils.core import has_negation_cue, negate_caption
-from negutils.world import (ChecksumError, evenly_spaced_frames, load_split, msrvtt_to_coco, verify, voc_to_coco,
-                            write_json)
+from negutils.core.phrasing import has_negation_cue, negate_caption
+from negutils.world.coco import load_split
+from negutils.world.recipes import ChecksumError, evenly_spaced_frames, msrvtt_to_coco, verify, voc_to_coco, write_json
 
 VOC_XML = """<annotation><filename>{name}.jpg</filename><size><width>50</width><height>40</height></size>
 {objects}</annotation>"""
@@ -20,7 +20,8 @@ def voc_root(tmp_path):
     (tmp_path / "Annotations").mkdir()
     (tmp_path / "JPEGImages").mkdir()
     (tmp_path / "ImageSets" / "Main" / "test.txt").write_text("000001\n000004\n")
-    objs = {"000001": [("dog", 0, 1, 1, 10, 20), ("diningtable", 1, 5, 5, 30, 30)], "000004": [("person", 0, 2, 3, 4, 5)]}
+    objs = {"000001": [("dog", 0, 1, 1, 10, 20), ("diningtable", 1, 5, 5, 30, 30)],
+            "000004": [("person", 0, 2, 3, 4, 5)]}
     for name, items in objs.items():
         body = "".join(VOC_OBJ.format(cls=c, d=d, x1=a, y1=b, x2=x, y2=y) for c, d, a, b, x, y in items)
         (tmp_path / "Annotations" / f"{name}.xml").write_text(VOC_XML.format(name=name, objects=body))
@@ -88,7 +89,7 @@ def test_a_half_extracted_archive_is_detected_and_extracted_again(tmp_path, kind
     import tarfile
     import zipfile
 
-    from negutils.world import extract
+    from negutils.world.recipes import extract
 
     source = tmp_path / "src"
     (source / "val2017").mkdir(parents=True)

@@ -1,10 +1,10 @@
 """The method registry: one id, one display name and one way to build each method's scorer."""
 import pytest
 
-from negutils.methods import (METHODS, build_scorer, family, method_id, method_label, negfull_label, scorer_dict,
-                              variant_label)
+from negutils.methods import build_scorer, method_id, method_label, negfull_label, scorer_dict, variant_label
+from negutils.methods.registry import METHODS, family
 from negutils.methods.registry import FAMILIES, VARIANT_IDS
-from negutils.models import load_backbone
+from negutils.models.backbone import load_backbone
 from negutils.report.paper_tables import NEGFULL, ROW_METHOD
 
 

@@ -4,8 +4,8 @@ import pytest
 
 from negutils.core import stats
 from negutils.core.stats import bootstrap_interval, sigmoid
-from negutils.diagnosis import bootstrap_layer_means
-from negutils.report import bootstrap_ci
+from negutils.diagnosis.collapse import bootstrap_layer_means
+from negutils.report.unified import bootstrap_ci
 
 
 def test_sigmoid_by_hand():

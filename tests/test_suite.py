@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from negutils.benchmarks import claims_hold, ensure_benchmarks, evaluate_methods
+from negutils.benchmarks.negbench import claims_hold
+from negutils.benchmarks.suite import ensure_benchmarks, evaluate_methods
 from negutils.config import get_profile
 from negutils.core.logic import holds
-from negutils.world import WorldConfig, build_world, load_split
+from negutils.world.coco import load_split
+from negutils.world.generate import WorldConfig, build_world
 
 TASKS = ("mcq", "retrieval", "confusion_2c", "factor_operator", "valse_existence", "retention")
 
@@ -58,7 +60,8 @@ def suite(tmp_path_factory):
     # an affirmative retrieval query that no other benchmark phrases is true of its positives (of all
     # of them when several images share the caption)
     ids = {}
-    for q, positives in zip(bench["val"].retrieval_affirmative["query"], bench["val"].retrieval_affirmative["positives"]):
+    for q, positives in zip(bench["val"].retrieval_affirmative["query"],
+                            bench["val"].retrieval_affirmative["positives"]):
         ids.setdefault(q, set()).update(json.loads(positives))
     for q, members in ids.items():
         truth.setdefault(q, lambda o, i, m=frozenset(members): i in m)
@@ -81,7 +84,8 @@ def test_oracle_and_mirror_score_as_the_benchmarks_define(suite):
     assert (oracle.name, mirror.name) == ("oracle", "mirror")          # the dict keys name the scorers
     assert set(results["dataset"]) == {"embedded"}
     assert sorted(set(zip(results["method"], results["task"], results["split"]))) == sorted(
-        [(m, t, "val") for m in ("oracle", "mirror") for t in TASKS] + [(m, "mcq", "ood") for m in ("oracle", "mirror")])
+        [(m, t, "val") for m in ("oracle", "mirror") for t in TASKS] +
+        [(m, "mcq", "ood") for m in ("oracle", "mirror")])
 
     val = splits["val"]
     affirmative = bench["val"].retrieval_affirmative
@@ -92,7 +96,8 @@ def test_oracle_and_mirror_score_as_the_benchmarks_define(suite):
                             for q, p in zip(affirmative["query"], own)])
     mirror_rank = np.array([len(val) - len(p) for p in own])             # every other image ranks first
     galleries = bench["val"].confusion_2c
-    sizes = [(len(json.loads(c)), len(json.loads(n))) for c, n in zip(galleries["correct_ids"], galleries["confusing_ids"])]
+    sizes = [(len(json.loads(c)), len(json.loads(n)))
+             for c, n in zip(galleries["correct_ids"], galleries["confusing_ids"])]
     # the mirror ranks every correct image below every confusing one, all tied at -1: tied scores
     # share one threshold, so each gallery's AP is its share of correct images (chance)
     tied_last_ap = np.mean([p / (p + n) for p, n in sizes])
@@ -103,7 +108,8 @@ def test_oracle_and_mirror_score_as_the_benchmarks_define(suite):
             assert _row(results, method, "mcq", split)["questions"] == len(bench[split].mcq)
         operator = _row(results, method, "factor_operator")
         per_test = [c for c in results.columns if c.startswith("accuracy[")]
-        assert {"accuracy[NOT]", "accuracy[NEITHER]", "accuracy[BUT-NOT]", "accuracy[AND]", "accuracy[OR]"} <= set(per_test)
+        assert {"accuracy[NOT]", "accuracy[NEITHER]", "accuracy[BUT-NOT]", "accuracy[AND]",
+                "accuracy[OR]"} <= set(per_test)
         assert operator["accuracy"] == (1.0 if perfect else 0.0)
         assert (operator[[c for c in per_test if c in ("accuracy[NOT]", "accuracy[AND]", "accuracy[OR]",
                                                         "accuracy[NEITHER]", "accuracy[BUT-NOT]")]]
@@ -134,5 +140,6 @@ def test_only_the_tasks_asked_for_and_no_ood_without_ood_tasks(suite):
     results = evaluate_methods({"a": oracle, "b": mirror}, bench, splits, "embedded", "toy", "test",
                                ood_tasks=(), tasks=("mcq", "retention"))
     # retention needs a reference scorer: none given, no retention row
-    assert sorted(zip(results["method"], results["task"], results["split"])) == [("a", "mcq", "val"), ("b", "mcq", "val")]
+    assert sorted(zip(results["method"], results["task"], results["split"])) == [("a", "mcq", "val"),
+                                                                                  ("b", "mcq", "val")]
     assert results.set_index("method")["accuracy"].to_dict() == {"a": 1.0, "b": 0.0}

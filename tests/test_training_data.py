@@ -5,11 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from negutils.core import NonFiniteScores
-from negutils.benchmarks import BenchmarkConfig, ConfusionConfig, FactorConfig, build_benchmarks
-from negutils.methods import (PROTOCOLS, benchmark_phrasing, build_negation_data, check_truth, mcq_accuracy,
-                              protocol_view)
-from negutils.world import WorldConfig, build_world, load_split
+from negutils.core.metrics import NonFiniteScores
+from negutils.benchmarks.confusion import ConfusionConfig
+from negutils.benchmarks.factor import FactorConfig
+from negutils.benchmarks.suite import BenchmarkConfig, build_benchmarks
+from negutils.methods import benchmark_phrasing, check_truth
+from negutils.methods.training_data import PROTOCOLS, build_negation_data, mcq_accuracy, protocol_view
+from negutils.world.coco import load_split
+from negutils.world.generate import WorldConfig, build_world
 
 
 @pytest.fixture(scope="module")

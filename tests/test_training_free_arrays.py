@@ -2,7 +2,6 @@
 gallery's cached image x concept matrix. These tests recompute every score the way the methods
 are written, one caption at a time (eq. 11-14 of KTN, LCSE's score edit), and require the batched
 scores to match to 1e-6, on a gallery, on MCQ-style rows and on pairwise rows."""
-import contextlib
 import hashlib
 import json
 
@@ -13,8 +12,9 @@ import torch.nn.functional as F
 
 from negutils.core.logic import literals
 from negutils.diagnosis.concepts import ConceptBank
-from negutils.methods import (Calibration, KtnScorer, LcseScorer, column_kernel, lcse_correction, parsed_scorer,
-                              rejection_score)
+from negutils.methods import lcse_correction, parsed_scorer
+from negutils.methods.ktn import KtnScorer, rejection_score
+from negutils.methods.lcse import Calibration, LcseScorer
 
 D = 48
 VOCABULARY = ("cat", "dog", "bird", "kite", "car", "bicycle", "table", "cup")
@@ -79,7 +79,7 @@ def test_the_captions_cover_several_shapes(scorers):
     assert len(lcse_shapes) >= 4
 
 
-@pytest.mark.parametrize("n", [7, 40000])      # 40000 images: three blocks of scores_in_blocks
+@pytest.mark.parametrize("n", [7, 40000])
 def test_gallery_scores_equal_the_per_caption_formulas(scorers, n):
     ktn, lcse = scorers
     feats = gallery(n)
@@ -87,6 +87,21 @@ def test_gallery_scores_equal_the_per_caption_formulas(scorers, n):
                        rtol=0, atol=1e-6)
     assert np.allclose(lcse.score(feats, CAPTIONS).numpy(), lcse_by_caption(lcse, feats, CAPTIONS),
                        rtol=0, atol=1e-6)
+
+
+def test_plan_columns_computed_in_blocks_equal_one_block(monkeypatch):
+    """A plan's column is computed a block of images at a time; the blocks only bound its temporaries, so
+    the scores are the same bit for bit whatever the block size."""
+    feats = gallery(1000, seed=13)
+
+    def scores():
+        return [scorer.score(feats, CAPTIONS) for scorer in (
+            KtnScorer(None, hashed_encoder, VOCABULARY), LcseScorer(None, hashed_encoder, Calibration(0.05, 30.0)))]
+    whole = scores()
+    monkeypatch.setattr(parsed_scorer, "SCORE_BLOCK_VALUES", 1)      # 256 images a block: four blocks
+    assert parsed_scorer.rows_per_block(3) == 256
+    for blocked, one in zip(scores(), whole):
+        assert torch.equal(blocked, one)
 
 
 def test_a_changed_setting_works_the_queries_out_again(scorers):
@@ -195,33 +210,6 @@ def test_each_plans_edit_is_computed_once_per_gallery(monkeypatch):
     assert np.allclose(scores.numpy(), ktn_by_caption(ktn, feats, [same_plan, *first], pool=3000), rtol=0, atol=1e-6)
     ktn.score(gallery(3000, seed=8), first)
     assert calls == [2, 2]
-
-
-@pytest.mark.parametrize("n", [300, 40000])
-def test_edit_columns_added_by_kernel_product_or_gather_give_the_same_scores(scorers, n, monkeypatch):
-    """The derived columns enter the scores through ``column_kernel`` where it runs; without it, appended to
-    the gallery's matrix product or gathered per (query, column) pair in blocks of images, whichever is
-    cheaper. All are the same sums, and switching the kernel off or changing ``GATHERED_PAIR_COST`` between
-    calls with the same captions takes the other path."""
-    feats = gallery(n, seed=9)
-    taken = []
-    in_blocks, by_kernel = parsed_scorer.scores_in_blocks, column_kernel.scores_with_columns
-    monkeypatch.setattr(parsed_scorer, "scores_in_blocks", lambda *args: taken.append("gather") or in_blocks(*args))
-    monkeypatch.setattr(column_kernel, "scores_with_columns",
-                        lambda *args: taken.append("kernel") or by_kernel(*args))
-    kernel = column_kernel.available() is None
-    for scorer in scorers:
-        scored = {}
-        for path, cost in (("gather", 0), ("product", 10 ** 9), ("gather", 0), ("kernel", 0)):
-            monkeypatch.setattr(parsed_scorer, "GATHERED_PAIR_COST", cost)
-            before = len(taken)
-            with contextlib.nullcontext() if path == "kernel" else column_kernel.switched_off():
-                scored[path] = scorer.score(feats, CAPTIONS).numpy()
-            if path == "kernel" and not kernel:
-                path = "gather"                        # cost 0 without the kernel
-            assert taken[before:] == ([] if path == "product" else [path])
-        assert np.allclose(scored["gather"], scored["product"], rtol=0, atol=1e-7)
-        assert np.allclose(scored["kernel"], scored["product"], rtol=0, atol=1e-7)
 
 
 def test_scores_stay_right_while_later_calls_add_columns_to_the_gallery():

@@ -9,8 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from negutils.benchmarks import result_row, results_frame
-from negutils.report import NOT_REPRODUCED, PARTLY, REPRODUCED, ktn_verdicts, lcse_measures, lcse_verdicts
+from negutils.benchmarks import results_frame
+from negutils.benchmarks.evaluate import result_row
+from negutils.report import ktn_verdicts, lcse_measures, lcse_verdicts
+from negutils.report.verdicts import NOT_REPRODUCED, PARTLY, REPRODUCED
 
 R, P, N = REPRODUCED, PARTLY, NOT_REPRODUCED
 
@@ -81,7 +83,8 @@ def test_ktn_base_case_reproduces_every_claim():
     ("2C", {("vanilla", "confusion_2c", "val"): {"mAP": 0.85}}, None, N),
     # KTN above EC on 2C only, then on neither
     ("rejection", {("EC", "confusion_3c", "val"): {"mAP": 0.75}}, None, P),
-    ("rejection", {("EC", "confusion_3c", "val"): {"mAP": 0.75}, ("EC", "confusion_2c", "val"): {"mAP": 0.85}}, None, N),
+    ("rejection", {("EC", "confusion_3c", "val"): {"mAP": 0.75},
+                   ("EC", "confusion_2c", "val"): {"mAP": 0.85}}, None, N),
     # KTN above EC on val MCQ only, then on neither
     ("mcq", {("EC", "mcq", "ood"): {"accuracy": 0.65}}, None, P),
     ("mcq", {("EC", "mcq", "ood"): {"accuracy": 0.65}, ("EC", "mcq", "val"): {"accuracy": 0.65}}, None, N),
@@ -198,7 +201,8 @@ def _anti(value):
 def test_lcse_each_claim_follows_its_rule(claim, results, measures, verdict):
     base, table = lcse_case(), lcse_case(results, measures)
     assert verdict_of(table, LCSE_CLAIMS[claim]) == verdict
-    expected = {} if verdict == R else {table["claim"][table["claim"].str.contains(LCSE_CLAIMS[claim])].iloc[0]: verdict}
+    expected = ({} if verdict == R
+                else {table["claim"][table["claim"].str.contains(LCSE_CLAIMS[claim])].iloc[0]: verdict})
     assert changed(base, table) == expected
 
 

@@ -7,8 +7,10 @@ import pytest
 from pycocotools.coco import COCO
 
 from negutils.world import alt_text
-from negutils.world import (CATEGORY_NAMES, IN_DOMAIN_BACKGROUNDS, OOD_BACKGROUNDS, SPLITS, WorldConfig,
-                            build_world, generate_split, load_split)
+from negutils.world.coco import load_split
+from negutils.world.generate import (IN_DOMAIN_BACKGROUNDS, OOD_BACKGROUNDS, SPLITS, WorldConfig, build_world,
+                                     generate_split)
+from negutils.world.glyphs import CATEGORY_NAMES
 from negutils.world.coco import CocoSplit
 
 
@@ -49,7 +51,8 @@ def test_one_to_four_objects_and_split_backgrounds(tiny_world):
     for split in SPLITS:
         s = load_split(tiny_world / split)
         assert all(1 <= len(o) <= 4 for o in s.objects)
-        backgrounds = {im["background"] for im in json.loads((tiny_world / split / "instances.json").read_text())["images"]}
+        backgrounds = {im["background"]
+                       for im in json.loads((tiny_world / split / "instances.json").read_text())["images"]}
         expected = OOD_BACKGROUNDS if split == "ood" else IN_DOMAIN_BACKGROUNDS
         assert backgrounds <= set(expected)
 
@@ -150,7 +153,7 @@ def test_a_missing_image_file_is_named(tiny_world, tmp_path):
 
 
 def test_objects_mostly_wear_their_category_colour(tmp_path):
-    from negutils.world import typical_colour
+    from negutils.world.generate import typical_colour
 
     generate_split(WorldConfig(pretrain=400, negtrain=4, val=4, ood=4, colour_prior=0.7), "pretrain", tmp_path / "p",
                    progress=False)

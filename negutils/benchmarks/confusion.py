@@ -122,7 +122,8 @@ def confusing_density(galleries: pd.DataFrame, split: CocoSplit) -> pd.DataFrame
 
 def verification_report(verifier: Verifier | None, dataset: str) -> str:
     if verifier is None and dataset == "embedded":
-        return "embedded world: ground truth is exact (objects are drawn, not annotated), so no detector verification is needed"
+        return ("embedded world: ground truth is exact (objects are drawn, not annotated), so no detector "
+                "verification is needed")
     if verifier is None:
         return ("no detector verification: galleries rest on the annotations alone (the paper re-verifies with "
                 "OWLv2, tau=0.1; pass verifier= on a GPU runner)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,35 +37,6 @@ from ..core.metrics import (
 )
 from ..models.backbone import Backbone
 from ..world.coco import CocoSplit
-
-
-SCORE_BLOCK_VALUES = 1 << 18      # scores per block of images: 1 MB of float32, in L2 beside an edit's temporaries
-
-
-def rows_per_block(columns: int) -> int:
-    """How many images a block of ``columns`` values per image holds: ``SCORE_BLOCK_VALUES`` values, at
-    least 256 images."""
-    return max(256, SCORE_BLOCK_VALUES // max(1, columns))
-
-
-def scores_in_blocks(image_features: torch.Tensor, text: torch.Tensor,
-                     edit: Callable[[torch.Tensor, int, int], None] | None = None) -> torch.Tensor:
-    """[I, Q] ``image_features @ text.T``, computed one block of images at a time into one output, and
-    ``edit(block, start, stop)`` applied to each block in place right after its product, while the
-    block is still in cache (KTN's and LCSE's per-image edit columns gathered per query, when there
-    are too many distinct columns to append to the product). Row by row the same matrix product as the
-    one-shot ``@`` (equal bit for bit on the CPUs measured; tests/test_evaluate.py), and 4-20% slower
-    than it at 10K-500K images (``bench/training_free_overhead.py``, "vanilla, in blocks"), so nothing
-    else scores in blocks."""
-    scores = torch.empty(len(image_features), len(text), dtype=torch.result_type(image_features, text),
-                         device=image_features.device)
-    rows = rows_per_block(len(text))
-    for start in range(0, len(image_features), rows):
-        block = scores[start:start + rows]
-        torch.matmul(image_features[start:start + rows], text.T, out=block)
-        if edit is not None:
-            edit(block, start, start + len(block))
-    return scores
 
 
 class Scorer(Protocol):

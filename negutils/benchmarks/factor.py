@@ -236,7 +236,8 @@ def _compound_caption(lits: list[tuple[str, bool]], rng: np.random.Generator) ->
         text = join_phrases(pos)
     else:
         style = int(rng.integers(len(COMPOUND_FORMS)))
-        p, n_no, n_without = join_phrases(pos), " and no ".join(negs), join_phrases([with_article(c) for c in negs], "or")
+        p, n_no, n_without = (join_phrases(pos), " and no ".join(negs),
+                              join_phrases([with_article(c) for c in negs], "or"))
         text = COMPOUND_FORMS[style].format(p=p, n_no=n_no, n_without=n_without)
     return capitalise(text) + "."
 

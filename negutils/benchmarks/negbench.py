@@ -107,7 +107,8 @@ def mcq_options(template: str, A: str, B: str, N: str) -> list[dict]:
     """The correct option followed by the three wrong ones, each as (kind, slots, claims)."""
     single = A == B
     if template == "positive":
-        correct = ("positive_single" if single else "positive", _slots(A=A, B=B), {"present": sorted({A, B}), "absent": []})
+        correct = ("positive_single" if single else "positive", _slots(A=A, B=B),
+                   {"present": sorted({A, B}), "absent": []})
     elif template == "negative":
         correct = ("negative", _slots(N=N), {"present": [], "absent": [N]})
     elif template == "hybrid":

@@ -54,4 +54,5 @@ def method_table(results: pd.DataFrame, columns: dict[tuple[str, str, str], str]
 def result_value(results: pd.DataFrame, method: str, task: str, column: str, split: str = "val") -> float:
     """One number of a results frame (the row of ``method``, ``task`` and ``split``), NaN when absent."""
     rows = results[(results["method"] == method) & (results["task"] == task) & (results["split"] == split)]
-    return float(rows[column].iloc[0]) if len(rows) and column in rows and pd.notna(rows[column].iloc[0]) else float("nan")
+    return (float(rows[column].iloc[0]) if len(rows) and column in rows and pd.notna(rows[column].iloc[0])
+            else float("nan"))

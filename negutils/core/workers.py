@@ -1,8 +1,8 @@
 """Independent work side by side: worker processes with one torch thread each.
 
 On 2 cores, two trainings on one thread each do more work than one training on two threads,
-because a small model's matrix products do not split well over threads: 1.28x for PeakPatch runs
-on cached features and 1.20x for the organism's pretraining steps (bench/thread_scaling.py). One
+because a small model's matrix products do not split well over threads, for PeakPatch runs on
+cached features and for the organism's pretraining steps alike (measured by bench/thread_scaling.py). One
 thread per training also makes its numbers independent of the machine: a float sum split over
 another number of threads rounds differently, so a run trained on two threads and the same run on
 sixteen would drift apart.

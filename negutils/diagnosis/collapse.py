@@ -40,7 +40,8 @@ def divergence_per_item(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
 def alignment_per_item(text: torch.Tensor, images: torch.Tensor) -> np.ndarray:
     """[L, N] values of cos(f^l_T(T+_i), f_I(I_i)) (eq. 3 before the mean)."""
     if text.ndim != 3 or images.shape != text.shape[1:]:
-        raise ValueError(f"expected text [L, N, d] and images [N, d]; got {tuple(text.shape)} and {tuple(images.shape)}")
+        raise ValueError(f"expected text [L, N, d] and images [N, d]; got {tuple(text.shape)} "
+                         f"and {tuple(images.shape)}")
     return torch.nn.functional.cosine_similarity(text, images[None], dim=-1).double().numpy()
 
 
@@ -89,7 +90,7 @@ def select_layers(lcd: Sequence[float], alignment: Sequence[float]) -> LayerChoi
                        f"(A rises {rises[ascent - 2]:+.3f}; largest one-layer rise {rises.max():+.3f})")
     shape = ("D_LCD peaks at the final layer: no collapse" if l_p == n_layers
              else f"D_LCD falls {d[l_p - 1] - d[-1]:.3f} from the peak to layer {n_layers}")
-    candidates = [l for l in range(1, l_p) if l < ascent and d[l - 1] < d[l]]
+    candidates = [layer for layer in range(1, l_p) if layer < ascent and d[layer - 1] < d[layer]]
     if candidates:
         l_a = candidates[-1]
         anchor_text = f"l_a = {l_a}: the latest pre-peak layer with D_LCD rising and before the ascent"

@@ -78,7 +78,7 @@ def _pretrain_rate(profile, splits: dict, samples: int, rate: float) -> None:
 
 def pretrain_rates(session, rates, samples: int, progress: bool = True, workers: int = WORKERS) -> None:
     """Every rate's organism pretrained (or found cached), ``workers`` rates side by side: two
-    1-thread pretrainings on 2 cores do 1.2x the work of one on two threads."""
+    1-thread pretrainings on 2 cores do more work than one on two threads (bench/thread_scaling.py)."""
     run_in_workers(_pretrain_rate, (session.profile, session.splits, samples), list(rates), workers,
                    "pretraining per rate", progress)
 
@@ -181,10 +181,9 @@ def run_rate(session, bench, rate: float, samples: int, settings: NegationRateSe
     measurements are cached as JSON beside the checkpoint, so a re-run of the chapter only reads them."""
 
     backbone, result = ensure_rate_backbone(session.profile, session.splits, rate, samples, progress)
-    # v2: the v1 measurements keyed PeakPatch's feature cache by rate only, so a full-budget run
-    # at a pilot's rate reused the pilot model's features; v3: v2 sorted the keys, so a re-run that
-    # read the cache wrote the chapter's tables with their columns in another order; v4: measured on
-    # one thread (v3 on the kernel's two, whose float sums PeakPatch's training rounded otherwise)
+    # ``v`` changes whenever what the cached measurements hold could change (what they compute, the order
+    # of their columns, the threads they run on, whose float sums round differently), so no re-run reads
+    # stale ones
     cache = Path(result.checkpoint).parent / f"measures-{config_hash({'settings': settings, 'v': 4})}.json"
     if cache.exists():
         return load_rate_run(cache)
@@ -285,7 +284,8 @@ def rate_measures(measures: pd.DataFrame, methods: pd.DataFrame) -> dict:
     m.update(lcd_peak_lo=float(lo["LCD peak"]), lcd_peak_hi=float(hi["LCD peak"]))
     gains = methods[methods["method"] != method_label("vanilla")].pivot_table(index="rate", columns="method",
                                                                               values="MCQ gain")
-    m["gains"] = ", ".join(f"{c} {100 * gains[c].iloc[0]:+.1f} -> {100 * gains[c].iloc[-1]:+.1f}" for c in gains.columns)
+    m["gains"] = ", ".join(f"{c} {100 * gains[c].iloc[0]:+.1f} -> {100 * gains[c].iloc[-1]:+.1f}"
+                           for c in gains.columns)
     m["methods_measured"] = len(gains.columns)
     m["methods_shrinking"] = sum(int(gains[c].iloc[-1] < gains[c].iloc[0]) for c in gains.columns)
     peak = measures.set_index("rate")["LCD peak"].reindex(gains.index)

@@ -62,7 +62,8 @@ def evidence_strata(samples: pd.DataFrame, auc: pd.Series, correct: dict[str, np
         mask = (weakest > lo) & (weakest <= hi) if lo >= 0 else weakest <= hi
         rows.append({"min concept AUC": label, "n": int(mask.sum()),
                      **{m: 100 * float(c[mask].mean()) if mask.any() else np.nan for m, c in correct.items()}})
-    rows.append({"min concept AUC": "Overall", "n": len(samples), **{m: 100 * float(c.mean()) for m, c in correct.items()}})
+    rows.append({"min concept AUC": "Overall", "n": len(samples),
+                 **{m: 100 * float(c.mean()) for m, c in correct.items()}})
     return pd.DataFrame(rows).round(1)
 
 

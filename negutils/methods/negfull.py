@@ -59,7 +59,8 @@ def negfull_loss(backbone: Backbone, images: torch.Tensor, text: torch.Tensor, b
     ``ProtocolView.batch``'s layout. A term with weight 0 is not computed."""
     model = backbone.model
     img = F.normalize(model.encode_image(images), dim=-1).float()
-    parts = ([batch["positives"], batch["negatives"]] if alpha > 0 else []) + ([batch["mcq"].ravel()] if alpha < 1 else [])
+    parts = (([batch["positives"], batch["negatives"]] if alpha > 0 else []) +
+             ([batch["mcq"].ravel()] if alpha < 1 else []))
     needed = np.unique(np.concatenate(parts)).astype(np.int64)
     embedded = torch.zeros(len(text), img.shape[1])
     embedded[needed] = F.normalize(backbone.text_tower.encode_by_length(text[needed]), dim=-1).float()
@@ -181,7 +182,8 @@ def fit_protocols(backbone: Backbone, base_key: str, data: NegationData, setting
     def fit(protocol, alpha):
         models[(protocol, alpha)], accuracy = ensure_negfull(backbone, base_key, data, config(protocol, alpha),
                                                              artifacts_dir, progress)
-        rows.append({"protocol": protocol, "alpha": alpha, "method": with_protocol(f"NegFull alpha={alpha:g}", protocol),
+        rows.append({"protocol": protocol, "alpha": alpha,
+                     "method": with_protocol(f"NegFull alpha={alpha:g}", protocol),
                      "held-out MCQ accuracy": accuracy})
 
     sweeping = [p for p in settings.protocols if p in settings.negfull_alpha_protocols]

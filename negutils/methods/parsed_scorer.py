@@ -10,15 +10,12 @@ fixed weighted sum of per-image columns (LCSE's "not A": -2 (s_A - mu), linear i
 rejection with C+ empty: a sigmoid of one concept column, the same for every query that negates
 that concept) is a ``Fold``, its vector joining the query's text vector; any other plan's edit
 (KTN with C+, LCSE's AND) is computed by ``_block_edit`` over the gallery once, the first time a
-caption with that plan is scored on it (``PlanColumn``). Scoring a gallery is then one matrix product:
-the gallery's image features with its K derived columns appended (kept per gallery; a fold's constant
-is the weight of a column of ones) against each query's text vector with its columns' weights
-appended, so the edit costs K more multiply-adds per (image, query) inside the product, as K more
-embedding dimensions would, and no pass of its own. Where K x Q of those cost more than gathering
-each query's few columns (every query its own plan), the gallery is scored in blocks instead, each
-block's rows of the columns gathered per query (``scores_in_blocks``). Where ``column_kernel`` runs
-(a C compiler, MKL, AVX-512), it takes the place of both: the cosines, each query's columns added to
-them block by block in the same pass, about one add per (image, query) and column used."""
+caption with that plan is scored on it (``PlanColumn``). Scoring a gallery is then one matrix product
+in plain PyTorch: the gallery's image features with its K derived columns appended (kept per gallery;
+a fold's constant is the weight of a column of ones) against each query's text vector with its
+columns' weights appended. The edit costs K more multiply-adds per (image, query) inside the product,
+as K more embedding dimensions would, so about (d + K) / d of holistic scoring's time
+(``bench/training_free_overhead.py``), and it is one path on every machine."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,9 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..benchmarks.evaluate import rows_per_block, scores_in_blocks
 from ..core.logic import literals
-from . import column_kernel
 from .parsing import CaptionParse, parse_captions
 
 @dataclass(frozen=True)
@@ -58,22 +53,14 @@ class QueryEdit:
     columns: tuple[tuple[int, float], ...]
 
 
-@dataclass(frozen=True)
-class ColumnSlots:
-    """The queries' (column, weight) pairs as ``column_kernel`` reads them: slot s of query j adds
-    weight[s, j] * column index[s, j]; a query with fewer pairs than S has weight 0 in the rest."""
-    index: torch.Tensor       # [S, Q] int32
-    weight: torch.Tensor      # [S, Q] float32
+# images per block of ``_plan_columns``: a block's edit temporaries (about this many values) stay in cache
+SCORE_BLOCK_VALUES = 1 << 18
 
-    @classmethod
-    def of(cls, queries: Sequence[QueryEdit]) -> ColumnSlots:
-        slots = max(len(q.columns) for q in queries)
-        index = torch.zeros(slots, len(queries), dtype=torch.int32)
-        weight = torch.zeros(slots, len(queries))
-        for j, query in enumerate(queries):
-            for s, (column, w) in enumerate(query.columns):
-                index[s, j], weight[s, j] = column, w
-        return cls(index, weight)
+
+def rows_per_block(columns: int) -> int:
+    """How many images a block of ``columns`` values per image holds: ``SCORE_BLOCK_VALUES`` values, at
+    least 256 images."""
+    return max(256, SCORE_BLOCK_VALUES // max(1, columns))
 
 
 # the key of the derived column of ones: a ``Fold``'s constant is its weight
@@ -106,7 +93,7 @@ class ParsedTextScorer:
         self._derived: tuple[torch.Tensor | None, Hashable, dict, torch.Tensor] = (None, (), {}, torch.empty(0))
         self._gallery_queries: tuple[torch.Tensor | None, tuple, dict[str, QueryEdit]] = (None, (), {})
         self._augmented: tuple[torch.Tensor | None, torch.Tensor] = (None, torch.empty(0))
-        self._last_call: tuple[torch.Tensor | None, Hashable, tuple] = (None, (), (None, None))
+        self._last_call: tuple[torch.Tensor | None, Hashable, torch.Tensor] = (None, (), torch.empty(0))
 
     def image_features(self, split, indices) -> torch.Tensor:
         return self.image_scorer.image_features(split, indices)
@@ -246,42 +233,30 @@ class ParsedTextScorer:
         return [known[c] for c in captions]
 
     def _score(self, image_features, captions, pool) -> torch.Tensor:
-        """The cosines with every ``Fold``'s vector plus each query's weighted derived columns."""
-        gallery, key, (text, edit) = self._last_call       # kept for the next call with the same captions
-        # the kernel's availability and the cost pick the path
-        call = (pool, self._edit_settings(), column_kernel.available() is None, GATHERED_PAIR_COST, tuple(captions))
+        """The cosines with every ``Fold``'s vector plus each query's weighted derived columns, as one
+        product: [I, d + K] the gallery with its derived columns appended against ``_right_hand_side``."""
+        gallery, key, text = self._last_call       # kept for the next call with the same captions
+        call = (pool, self._edit_settings(), tuple(captions))
         if gallery is not image_features or key != (*call, self.edit_columns(image_features)):
-            text, edit = self._right_hand_side(image_features, captions, pool)
-            self._last_call = (image_features, (*call, self.edit_columns(image_features)), (text, edit))
-        if isinstance(edit, ColumnSlots):
-            matrix, _ = self._derived_matrix(image_features, ())
-            return column_kernel.scores_with_columns(image_features.float().contiguous(), text, matrix,
-                                                     edit.index, edit.weight)
-        if edit is not None:
-            return scores_in_blocks(image_features.float(), text, edit)
+            text = self._right_hand_side(image_features, captions, pool)
+            self._last_call = (image_features, (*call, self.edit_columns(image_features)), text)
         width = text.shape[1] - image_features.shape[1]
         images = self._augmented_gallery(image_features) if width else image_features.float()
         return images @ text.T
 
-    def _right_hand_side(self, image_features, captions, pool):
-        """What ``_score`` multiplies the gallery by: [Q, d] the queries' text vectors and the ``ColumnSlots``
-        the kernel adds; or, without the kernel, [Q, d + K] the text vectors with their weights on the K derived
-        columns appended, and no block edit; or (many distinct columns, few used per query) [Q, d] the text
-        vectors alone and the edit gathering each query's columns per block."""
+    def _right_hand_side(self, image_features, captions, pool) -> torch.Tensor:
+        """[Q, d + K] the queries' text vectors with their weights on the gallery's K derived columns
+        appended; [Q, d] when no query adds a column."""
         queries = self._queries(image_features, captions, pool)
         text = _text_of(queries, image_features.shape[1])
         pairs = [(column, j, weight) for j, q in enumerate(queries) for column, weight in q.columns]
         if not pairs:
-            return text, None
+            return text
         matrix, _ = self._derived_matrix(image_features, ())     # the columns ``_queries`` asked for
-        if image_features.device.type == "cpu" and column_kernel.available(matrix.shape[1]) is None:
-            return text, ColumnSlots.of(queries)         # (the kernel reads CPU memory; a GPU gallery appends)
         columns, targets, weights = torch.tensor(pairs, dtype=torch.float64).T
-        columns, targets, weights = columns.long(), targets.long(), weights.float()
-        if matrix.shape[1] * len(queries) > GATHERED_PAIR_COST * len(pairs):
-            return text, _gathered_edits(matrix, columns, targets, weights)
-        appended = torch.zeros(len(queries), matrix.shape[1]).index_put_((targets, columns), weights, accumulate=True)
-        return torch.cat([text, appended], dim=1), None
+        appended = torch.zeros(len(queries), matrix.shape[1]).index_put_(
+            (targets.long(), columns.long()), weights.float(), accumulate=True)
+        return torch.cat([text, appended], dim=1)
 
     def _augmented_gallery(self, image_features: torch.Tensor) -> torch.Tensor:
         """[I, d + K] the gallery's image features with its derived columns appended, kept while the
@@ -323,25 +298,6 @@ class ParsedTextScorer:
                 slots = [sims[pairs, slot_columns[:, k]].astype(np.float64) for k in range(slot_columns.shape[1])]
                 flat[pairs] += self._edit_values(shape, slots, pool).astype(np.float32)
         return out
-
-
-# what gathering one (query, column) pair costs, in multiply-adds of the appended product per image: 100-400
-# measured (bench/training_free_overhead.py: the "columns gathered" rows' edits over the appended product's,
-# times K x Q / pairs, for KTN and LCSE at d = 256 and 512 and 10K-500K images); the low end, so the gather
-# (whose cost does not grow with K x Q) is taken a little early rather than late
-GATHERED_PAIR_COST = 100
-
-
-def _gathered_edits(matrix: torch.Tensor, columns: torch.Tensor, targets: torch.Tensor,
-                    weights: torch.Tensor) -> Callable[[torch.Tensor, int, int], None]:
-    """The edit ``scores_in_blocks`` applies to each block of images: weights[p] * matrix[:, columns[p]]
-    added to the scores of query targets[p], for every pair p."""
-    unit = bool((weights == 1).all())
-
-    def edit(block: torch.Tensor, start: int, stop: int) -> None:
-        gathered = matrix[start:stop].index_select(1, columns)
-        block.index_add_(1, targets, gathered if unit else gathered.mul_(weights))
-    return edit
 
 
 def _text_of(queries: Sequence[QueryEdit], width: int) -> torch.Tensor:

@@ -153,7 +153,8 @@ def benchmark_templates() -> list[tuple[str, str]]:
     """(benchmark, template) for every sentence frame a benchmark caption or query is built from."""
     out = [(f"NegBench MCQ ({kind})", t) for kind, ts in MCQ_PHRASINGS.items() for t in ts]
     for name, template in RETRIEVAL_TEMPLATES.items():
-        out += [(f"Retrieval-Neg ({name})", s) for s in re.split(r"(?<=\.)\s+", template) if s.strip(". ") != "{caption}"]
+        out += [(f"Retrieval-Neg ({name})", s) for s in re.split(r"(?<=\.)\s+", template)
+                if s.strip(". ") != "{caption}"]
     out += [(f"COCO-Confusion {kind}", t) for kind, t in QUERY_TEMPLATES.items()]
     out += [(f"FACTOR ({form})", t) for form, ts in FORMS.items() for t in ts]
     out += [("FACTOR (compound)", t) for t in COMPOUND_FORMS]
@@ -263,7 +264,8 @@ class NegationData:
                   ("affirmative", "negcap", "false_negation", "negmcq", "counterpart_mcq")}
         frames = {n: f[f["image_index"].isin(keep)].reset_index(drop=True) for n, f in frames.items()}
         used = sorted({int(c) for n in ("affirmative", "negcap", "false_negation") for c in frames[n]["caption"]} |
-                      {int(c) for n in ("negmcq", "counterpart_mcq") for k in range(4) for c in frames[n][f"option_{k}"]})
+                      {int(c) for n in ("negmcq", "counterpart_mcq") for k in range(4)
+                       for c in frames[n][f"option_{k}"]})
         new_id = {old: new for new, old in enumerate(used)}
         for n, f in frames.items():
             columns = ["caption"] if "caption" in f else [f"option_{k}" for k in range(4)]
@@ -445,8 +447,8 @@ def protocol_view(data: NegationData, protocol: str | Protocol, images=None) -> 
 
     def ragged(by_image):
         lists = [list(by_image.get(i, [])) for i in images]
-        return (np.array([c for l in lists for c in l], dtype=np.int64),
-                np.concatenate([[0], np.cumsum([len(l) for l in lists])]).astype(np.int64))
+        return (np.array([c for image_captions in lists for c in image_captions], dtype=np.int64),
+                np.concatenate([[0], np.cumsum([len(image_captions) for image_captions in lists])]).astype(np.int64))
 
     pos_ids, pos_off = ragged(positives)
     neg_ids, neg_off = ragged(negatives)
@@ -516,6 +518,7 @@ def examples(data: NegationData, image: int | None = None) -> pd.DataFrame:
                  for c in frame.loc[frame["image_index"] == image, "caption"]]
     for part, frame in (("NegMCQ option", data.negmcq), ("counterpart MCQ option", data.counterpart_mcq)):
         for q in frame[frame["image_index"] == image].itertuples():
-            rows += [{"part": part + (" (answer)" if k == q.correct else ""), "caption": data.captions[getattr(q, f"option_{k}")],
+            rows += [{"part": part + (" (answer)" if k == q.correct else ""),
+                      "caption": data.captions[getattr(q, f"option_{k}")],
                       "true of the image": k == q.correct} for k in range(4)]
     return pd.DataFrame(rows)

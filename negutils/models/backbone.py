@@ -54,11 +54,11 @@ class TextLayers:
     tokens: dict[int, torch.Tensor] | None = None   # layer l -> [B, N, width] after ln_final
     mask: torch.Tensor | None = None  # [B, N] True at real tokens (SOT..EOS)
 
-    def layer(self, l: int) -> torch.Tensor:
+    def layer(self, layer: int) -> torch.Tensor:
         """f^l_T with PeakPatch's 1-based layer numbering."""
-        if not 1 <= l <= self.eos.shape[0]:
-            raise IndexError(f"layer {l} out of range 1..{self.eos.shape[0]}")
-        return self.eos[l - 1]
+        if not 1 <= layer <= self.eos.shape[0]:
+            raise IndexError(f"layer {layer} out of range 1..{self.eos.shape[0]}")
+        return self.eos[layer - 1]
 
 
 class _TextTower:
@@ -280,7 +280,7 @@ class Backbone:
             final=self.require_finite(torch.cat([p.final for p in parts])[inverse], captions, "captions"),
             eos=torch.cat([p.eos for p in parts], dim=1)[:, inverse],
             eos_index=torch.cat([p.eos_index for p in parts])[inverse],
-            tokens={l: torch.cat([padded(p.tokens[l]) for p in parts])[inverse] for l in token_layers}
+            tokens={layer: torch.cat([padded(p.tokens[layer]) for p in parts])[inverse] for layer in token_layers}
             if token_layers else None,
             mask=torch.cat([padded(p.mask) for p in parts])[inverse] if token_layers else None,
         )
@@ -308,7 +308,7 @@ class Backbone:
                            for h in captured])
         tokens = mask = None
         if token_layers:
-            tokens = {l: tower.ln_final(captured[l - 1]).float().cpu() for l in token_layers}
+            tokens = {layer: tower.ln_final(captured[layer - 1]).float().cpu() for layer in token_layers}
             positions = torch.arange(text.shape[1], device=text.device)[None, :]
             mask = (positions <= eos_index[:, None]) & ((text != tower.pad_id) | (positions == eos_index[:, None]))
             mask = mask.cpu()

@@ -251,7 +251,7 @@ class TextFeatures:
         longest = int(lengths.max())
         mask = np.arange(longest)[None, :] < lengths[:, None]                     # [B, T]
         # one gather of every real token of the batch, in the mask's row-major order, cast by torch (a loop
-        # over captions and numpy's float16 cast were a third of chapter 03's training time)
+        # over captions and numpy's float16 cast are slow enough to show in chapter 03's training time)
         rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
         flat = torch.from_numpy(self["tokens"][rows + np.arange(int(lengths.sum()))]).float()
         out = torch.zeros(len(idx), longest, int(self.index["width"]))

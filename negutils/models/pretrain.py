@@ -34,9 +34,8 @@ from .backbone import (
 from .retrieval import check_split_rows, retrieval_queries, retrieval_recall
 from .weights import LoadReport
 
-# Bump when the training loop changes meaning, so cached checkpoints are retrained. v2: the text
-# tower runs over each batch's first L positions (``_TextTower.encode``; L = the longest caption's
-# EOS + 1), the same function as the full context but other float roundings, so v1's weights differ.
+# Bump when the training loop changes what it computes, float roundings included (as running the text
+# tower over each batch's first L positions does, ``_TextTower.encode``), so cached checkpoints are retrained.
 PRETRAIN_VERSION = 2
 ATTENTION_KERNELS = ("math", "default")      # ``attention_kernel``'s choices
 OPTIMIZERS = ("fused", "foreach")             # ``make_optimizer``'s AdamW implementations
@@ -159,7 +158,7 @@ def training_step(backbone: Backbone, optimizer: torch.optim.Optimizer, loss_fn:
     with attention_kernel(config.attention), torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
         img = F.normalize(model.encode_image(images), dim=-1)
         # the positions after every caption's EOS reach nothing under the causal mask, and a
-        # 32-token context holds captions of at most ~24 here: trimmed, a step takes ~10% less
+        # 32-token context holds captions of at most ~24 here: trimmed, a step computes less
         txt = F.normalize(backbone.text_tower.encode(text), dim=-1)
         loss = loss_fn(img.float(), txt.float(), model.logit_scale.exp())
     optimizer.zero_grad(set_to_none=True)

@@ -75,7 +75,8 @@ def _cached_hub_file(hf_hub: str, cache_dir: Path) -> tuple[str | None, list[str
     return None, looked
 
 
-def resolve_pretrained(model_name: str, tag: str, cache_dir: str | os.PathLike | None = None) -> tuple[str | None, dict]:
+def resolve_pretrained(model_name: str, tag: str,
+                       cache_dir: str | os.PathLike | None = None) -> tuple[str | None, dict]:
     """Map ``(model_name, tag)`` to a cached weights file, or ``None`` when it must be downloaded.
 
     Raises ``WeightsUnavailableError`` within about a second when the file is not cached and

@@ -103,7 +103,8 @@ def plot_against_untrained(table: pd.DataFrame):
     left.set_ylabel("D_LCD(l)")
     left.set_title("(a) divergence before and after pretraining")
     left.legend(fontsize=8)
-    right.plot(table["layer"], table["retained"], marker="o", color="tab:blue", label="D_LCD retained (trained / untrained)")
+    right.plot(table["layer"], table["retained"], marker="o", color="tab:blue",
+               label="D_LCD retained (trained / untrained)")
     right.plot(table["layer"], table["probe trained"], marker="s", color="tab:red", label="probe accuracy, trained")
     right.plot(table["layer"], table["probe untrained"], marker="s", linestyle="--", color="tab:grey",
                label="probe accuracy, untrained")

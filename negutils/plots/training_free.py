@@ -73,7 +73,8 @@ def plot_calibration_grid(grid: pd.DataFrame, chosen: tuple[float, float]):
 
 
 def plot_operator_accuracy(table: pd.DataFrame):
-    long = table.drop(columns=["All"]).reset_index().melt(id_vars="method", var_name="operator", value_name="accuracy (%)")
+    long = table.drop(columns=["All"]).reset_index().melt(id_vars="method", var_name="operator",
+                                                          value_name="accuracy (%)")
     fig, ax = plt.subplots(figsize=(9, 3.6))
     sns.barplot(data=long, x="operator", y="accuracy (%)", hue="method", ax=ax)
     ax.axhline(50, color="grey", ls="--", lw=0.8)

@@ -166,7 +166,8 @@ def highlight_differences(table: pd.DataFrame, close: float = 5.0, far: float = 
     return table.style.apply(lambda _: styles, axis=None).format(formats, na_rep="").hide(axis="index")
 
 
-def agreement_summary(tables: dict[tuple[str, str], pd.DataFrame], close: float = 5.0, far: float = 15.0) -> pd.DataFrame:
+def agreement_summary(tables: dict[tuple[str, str], pd.DataFrame], close: float = 5.0,
+                      far: float = 15.0) -> pd.DataFrame:
     """Per paper table and source: how many of our cells sit within ``close`` points of the paper,
     within ``far``, or beyond, and the median absolute difference."""
     rows = []

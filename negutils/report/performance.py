@@ -16,7 +16,7 @@ BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "benc
                  "training_free_widths": "bench/training_free_overhead.py",
                  "main_job_notebooks": "bench/main_job_profile.py", "main_job_cells": "bench/main_job_profile.py",
                  "negation_sweep": "bench/negation_sweep.py", "negation_sweep_verdicts": "bench/negation_sweep.py",
-                 "thread_scaling": "bench/thread_scaling.py", "edit_pass_costs": "bench/edit_pass_costs.py",
+                 "thread_scaling": "bench/thread_scaling.py",
                  "scn_pairwise": "bench/scn_pairwise.py", "optimizer_step": "bench/optimizer_step.py",
                  "pretrain_step": "bench/pretrain_step.py"}
 
@@ -27,17 +27,6 @@ def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
         script = BENCH_SCRIPTS.get(name, f"bench/{name}.py")
         raise FileNotFoundError(f"{path} does not exist: run `.venv/bin/python {script}` (or `make bench`)")
     return pd.read_csv(path)
-
-
-# bench/training_free_overhead.py's rows of holistic scoring that are controls, not training-free methods:
-# scored one cache-sized block of images at a time (``scores_in_blocks``, the scorers' path for gathered
-# edit columns) beside the one ``image @ text.T`` vanilla runs; scored on the gallery that row reads,
-# where every scorer reads a copy of its own, to show what data another run keeps warm is worth; and
-# scored by ``column_kernel`` with no edit column added, the product under the kernel rows' edits
-BLOCKED_PRODUCT = "vanilla, in blocks"
-SHARED_GALLERY = "vanilla, on the blocked row's gallery"
-KERNEL_PRODUCT = "vanilla, by the column kernel"
-VANILLA_CONTROLS = (BLOCKED_PRODUCT, SHARED_GALLERY, KERNEL_PRODUCT)
 
 
 def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
@@ -92,28 +81,6 @@ def ratio_summary(folder: Path = BENCH_RESULTS) -> pd.DataFrame:
         rows.append(("cores", f"{r['profile']} chapters: {r['mode']} vs one at a time", r["wall x serial"],
                      "wall seconds over the runner's, one chapter at a time"))
     return pd.DataFrame(rows, columns=["area", "measure", "ratio", "ratio of"])
-
-
-def eager_edit_floor(passes: pd.DataFrame, latency: pd.DataFrame) -> pd.DataFrame:
-    """The least latency an unfused (one PyTorch operation per pass) two-concept edit can reach, per
-    embedding width and gallery: each method's measured matrix product (``training_free_overhead``)
-    plus two gathers, one transcendental (KTN's sigmoid, LCSE's log) and the cheaper accumulation
-    (``edit_pass_costs``), all as multiples of holistic scoring, beside the measured total."""
-    cost = passes.pivot_table(index=["embed dim", "gallery"], columns="pass", values="x vanilla")
-    accumulate = cost[[c for c in cost.columns if c.startswith("accumulate")]].min(axis=1)
-    rows = []
-    for method, transcendental in (("KTN", "sigmoid in place"), ("LCSE", "log in place")):
-        elementwise = 2 * cost["gather one column per query"] + cost[transcendental] + accumulate
-        measured = latency[latency["method"] == method].set_index(["embed dim", "gallery"])
-        for (dim, n), extra in elementwise.items():
-            if (dim, n) in measured.index:
-                row = measured.loc[(dim, n)]
-                rows.append({"method": method, "embed dim": dim, "gallery": n,
-                             "matrix product x vanilla": row["matrix product x vanilla"],
-                             "least elementwise x vanilla": extra,
-                             "floor x vanilla": row["matrix product x vanilla"] + extra,
-                             "measured x vanilla": row["x vanilla"]})
-    return pd.DataFrame(rows)
 
 
 SWEEP_PRETRAINING_WALL = "pretraining wall s, all rates side by side (this run)"

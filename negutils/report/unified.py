@@ -35,8 +35,9 @@ def write_items(items: dict[Key, np.ndarray], profile: Profile, name: str) -> Pa
 def record_evaluation(session, bench: dict, chapter: str, scorers: dict | list[tuple[dict, tuple | None]],
                       retention_reference=None) -> pd.DataFrame:
     """Evaluate scorers on a chapter's benchmarks and record both outputs under ``name``: the results
-    CSV and the per-item outcomes chapter 06 bootstraps (``<chapter>_results``, ``<chapter>_items``). ``scorers`` is ``{name: scorer}`` for the
-    full suite, or a list of (scorers, tasks) groups evaluated on their own tasks only."""
+    CSV and the per-item outcomes chapter 06 bootstraps (``<chapter>_results``, ``<chapter>_items``).
+    ``scorers`` is ``{name: scorer}`` for the full suite, or a list of (scorers, tasks) groups evaluated on
+    their own tasks only."""
     groups = [(scorers, None)] if isinstance(scorers, dict) else scorers
     items = {}
     frames = [evaluate_methods(group, bench, session.splits, session.dataset, session.backbone.model_name,
@@ -155,7 +156,8 @@ def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, refe
             second = others.iloc[0]
             row.update({"runner-up": second["method"], "runner-up value": round(second["value"], digits)})
             split, task, metric, scale = UNIFIED_COLUMNS.get(bench, (None, None, None, 1))
-            a, b = by_key.get((first["method"], split, task, metric)), by_key.get((second["method"], split, task, metric))
+            a, b = (by_key.get((first["method"], split, task, metric)),
+                    by_key.get((second["method"], split, task, metric)))
             if a is not None and b is not None:
                 diff, low, high = paired_difference_ci(a, b, n_boot=n_boot, seed=seed)
                 row.update({"lead": round(scale * diff, digits),

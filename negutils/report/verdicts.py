@@ -245,12 +245,14 @@ def collapse_measures(lcd, untrained: pd.DataFrame, concepts: pd.DataFrame, rank
         "quadrant_not_a_prefers_a": float(shares.loc["¬A", "Both"] + shares.loc["¬A", "A-only"]),
         "quadrant_and_both": float(shares.loc["A∧B", "Both"]),
         "quadrant_nor_neither": float(shares.loc["¬A∧¬B", "Neither"]),
-        "rho_and_mean": float(by_op.loc["A∧B", "rho with mean"]), "rho_and_min": float(by_op.loc["A∧B", "rho with min"]),
+        "rho_and_mean": float(by_op.loc["A∧B", "rho with mean"]),
+        "rho_and_min": float(by_op.loc["A∧B", "rho with min"]),
         # the paper's 0.51-0.53 is the range of per-operator means over the two-concept operators
         "span_weight_low": float(by_op["span weight A"].dropna().min()),
         "span_weight_high": float(by_op["span weight A"].dropna().max()),
         "null_percentile_not": float(null["percentile"].mean()), "null_z_not": float(null["z"].mean()),
-        "holistic_auc_not": float(by_op.loc["¬A", "holistic AUC"]), "alignment_not": float(by_op.loc["¬A", "alignment"]),
+        "holistic_auc_not": float(by_op.loc["¬A", "holistic AUC"]),
+        "alignment_not": float(by_op.loc["¬A", "alignment"]),
         "amplified_auc_not": float(by_op.loc["¬A", f"AUC at lambda={amplification:g}"]),
         "amplification": amplification, "alignment_nor": float(by_op.loc["¬A∧¬B", "alignment"]),
         "delta_norm": delta_summary["mean norm"], "delta_cosine": delta_summary["pairwise cosine"],
@@ -418,8 +420,8 @@ def lcse_measures(results: pd.DataFrame, strata: pd.DataFrame, ablation: pd.Data
                   median_present_similarity: float, factor_oracle: float, factor_parser: float,
                   labels: Mapping[str, str] | None = None) -> dict:
     """Chapter 05's measures. ``labels``: name in the rules -> method label in ``results`` (vanilla,
-    lcse; the registry's by default); ``strata`` is ``evidence_strata`` with a ``gain`` column, ``ablation`` ``ablation_rows``;
-    FACTOR accuracies in points."""
+    lcse; the registry's by default); ``strata`` is ``evidence_strata`` with a ``gain`` column, ``ablation``
+    ``ablation_rows``; FACTOR accuracies in points."""
     labels = labels or {"vanilla": method_label("vanilla"), "lcse": method_label("lcse")}
     m = result_measures(results, labels, LCSE_METRICS)
     for name in labels:

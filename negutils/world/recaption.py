@@ -28,7 +28,8 @@ def recaption(split_dir: str | Path, negation_rate: float, seed: int = 0, world:
     objects: dict[int, list[tuple]] = {im["id"]: [] for im in inst["images"]}
     for ann in sorted(inst["annotations"], key=lambda a: a["id"]):
         if "colour" not in ann:
-            raise ValueError(f"{path}: annotation {ann['id']} has no 'colour'; only embedded-world splits can be recaptioned")
+            raise ValueError(f"{path}: annotation "
+                             f"{ann['id']} has no 'colour'; only embedded-world splits can be recaptioned")
         placed = (names[ann["category_id"]], ann["colour"], tuple(ann["bbox"]))
         objects[ann["image_id"]].append(placed)
     # one stream per (seed, rate): the same rate always gives the same captions

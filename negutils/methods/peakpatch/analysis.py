@@ -128,8 +128,8 @@ def polarity_separation(frame: pd.DataFrame, embed) -> float:
     return float(np.mean(gaps))
 
 
-def near_tie_table(scorers: dict, mcq: pd.DataFrame, split, reference: str = method_label("vanilla"), share: float = 0.25
-                   ) -> pd.DataFrame:
+def near_tie_table(scorers: dict, mcq: pd.DataFrame, split, reference: str = method_label("vanilla"),
+                   share: float = 0.25) -> pd.DataFrame:
     """MCQ accuracy on the full set and on the near-tie subset chosen by ``reference``'s margins
     (PeakPatch App. 0.H, Table 13)."""
 
@@ -184,9 +184,11 @@ def protocol_findings(by_protocol: pd.DataFrame, deltas: pd.DataFrame, history: 
         lines.append(f"{variant_label(variant)} under {protocol}: {r['Neg']:.1f}% of negative-template questions "
                      f"right (frozen {frozen['Neg']:.1f}%); "
                      f"the SCN moves true negated options by {mean[(protocol, True, True)]:+.3f} and true affirmative "
-                     f"ones by {mean[(protocol, False, True)]:+.3f}; {r['wrong: positive']:.1f}% of wrong picks are the "
+                     f"ones by {mean[(protocol, False, True)]:+.3f}; "
+                     f"{r['wrong: positive']:.1f}% of wrong picks are the "
                      f"positive option (frozen {frozen['wrong: positive']:.1f}%); held-out NegMCQ "
-                     f"{100 * curve.iloc[0]:.1f}% untrained, best {100 * curve.max():.1f}% at epoch {int(curve.idxmax())}, "
+                     f"{100 * curve.iloc[0]:.1f}% untrained, best {100 * curve.max():.1f}% "
+                     f"at epoch {int(curve.idxmax())}, "
                      f"{100 * curve.iloc[-1]:.1f}% at the last epoch.")
     closest = (rows["Neg"] - paper_neg).abs().idxmin()
     lines.append(f"Closest to the paper's {paper_neg:.1f}% negative-template accuracy: {closest} "

@@ -107,8 +107,8 @@ class SCN(nn.Module):
                  chunk: int = 16, rows: int = 256) -> torch.Tensor:
         """[I, C] Delta s for every image against every caption; the text context is computed once
         per caption, the cross-modal part per pair in tiles of ``chunk`` captions by ``rows`` images,
-        so a tile's [rows, chunk, d] products stay in cache (``bench/scn_pairwise.py``: 0.8x the time of
-        whole columns of images, the same values bit for bit at these sizes on the CPUs measured; a tile of
+        so a tile's [rows, chunk, d] products stay in cache (``bench/scn_pairwise.py`` times it against
+        whole columns of images: the same values bit for bit at these sizes on the CPUs measured; a tile of
         a few rows may run another matrix-product kernel, equal to float rounding)."""
         t = self.text_context(torch.cat([peak, corrected], dim=-1))              # [C, ctx]
         out = images.new_empty(len(images), len(corrected))

@@ -116,7 +116,8 @@ def option_scores(model: PeakPatch, features: TextFeatures, images: torch.Tensor
         peak.append(batch["proj_lp"])
     corrected, peak = torch.cat(corrected), torch.cat(peak)
     opt = torch.from_numpy(inverse.reshape(-1, 4))
-    image = images[torch.as_tensor(mcq["image_index"].to_numpy(dtype=np.int64, copy=True))][:, None, :].expand(-1, 4, -1)
+    image = (images[torch.as_tensor(mcq["image_index"].to_numpy(dtype=np.int64, copy=True))][:, None, :]
+             .expand(-1, 4, -1))
     return (image * corrected[opt]).sum(-1) + model.delta(corrected[opt], peak[opt], image)
 
 
@@ -163,7 +164,8 @@ def _train(features: TextFeatures, data: NegationData, config: PeakPatchConfig, 
     model = new_model(features, config)
     groups = [{"params": list(m.parameters()), "lr": lr}
               for m, lr in ((model.ecn, config.lr_ecn), (model.scn, config.lr_scn)) if m is not None]
-    optimizer = torch.optim.AdamW(groups, weight_decay=config.weight_decay, foreach=True)   # the for-loop's values, faster
+    optimizer = torch.optim.AdamW(groups, weight_decay=config.weight_decay,
+                                  foreach=True)   # the for-loop's values, faster
     steps_per_epoch = max(1, len(view.images) // config.batch_size)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _lr_lambda(config.epochs * steps_per_epoch, config.final_lr_fraction))
@@ -304,6 +306,21 @@ def chosen_design(table: pd.DataFrame) -> dict:
     row = table[table["chosen"].astype(bool)].iloc[0]
     return {"identity_init": bool(row["identity_init"]), "scn_logit_scale": float(row["scn_logit_scale"]),
             "delta_penalty": float(row["delta_penalty"])}
+
+
+def choose_design(features: TextFeatures, data: NegationData, base: PeakPatchConfig, scales, penalties, root,
+                  progress: bool = True) -> pd.DataFrame:
+    """What App. 0.I leaves open, decided on ``data``'s held-out NegMCQ: the joint model trained at every
+    (SCN logit scale, Delta s penalty) of ``scn_candidates`` from ``base`` (the first candidate is the
+    reference), then with PyTorch's default initialisation (``identity_init`` off) at the best of them.
+    Returns ``design_table`` of every candidate; ``chosen_design`` reads the one kept."""
+    candidates = scn_candidates(base, scales, penalties)
+    _, history = train_variants(features, data, candidates, root, progress)
+    questions = len(data.held_out_mcq())
+    best = design_table(candidates, history, questions).query("chosen")["candidate"].iloc[0]
+    candidates[f"{best}, default init"] = replace(candidates[best], identity_init=False)
+    _, history = train_variants(features, data, candidates, root, progress)
+    return design_table(candidates, history, questions)
 
 
 def load_design(profile) -> dict:
