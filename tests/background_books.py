@@ -78,8 +78,11 @@ class BookRuns:
         self._running: dict[str, subprocess.Popen] = {}
         self._stopped = False
         self._lock = threading.Lock()       # a run starts, or the session stops them, not both at once
-        # kernels that share the cores with the tests wait passively (negutils.schedule's reason)
-        self._environment = {**os.environ, **book_environment(root), "OMP_WAIT_POLICY": "PASSIVE"}
+        # four kernels (two chapters of each book) and the tests share 2 cores: each kernel computes on one thread
+        # (a small model's products do more work per CPU-second on one thread than split over two, and the cores
+        # are never idle here: bench/thread_scaling.py), and waits passively (negutils.schedule's reason)
+        self._environment = {**os.environ, **book_environment(root), "OMP_WAIT_POLICY": "PASSIVE",
+                             "OMP_NUM_THREADS": "1"}
         self._threads = [threading.Thread(target=self._run, args=(run,), daemon=True) for run in runs]
         for thread in self._threads:
             thread.start()

@@ -13,7 +13,7 @@ from negutils.world.recaption import recaption
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    return build_world(WorldConfig(pretrain=1500, negtrain=4, val=4, ood=4, seed=3),
+    return build_world(WorldConfig(pretrain=500, negtrain=4, val=4, ood=4, seed=3),
                        tmp_path_factory.mktemp("w") / "w", progress=False)
 
 
@@ -21,7 +21,7 @@ def world(tmp_path_factory):
 def test_the_negated_share_is_the_rate_within_sampling_error(world, rate):
     captions = recaption(world / "pretrain", rate, seed=0)
     n = sum(map(len, captions))
-    assert n == 1500 * 5
+    assert n == 500 * 5
     # images that contain every category cannot be negated, so the share may sit a hair below
     assert abs(negation_share(captions) - rate) <= 4 * np.sqrt(rate * (1 - rate) / n) + 1e-12
 

@@ -17,7 +17,7 @@ from negutils.world.generate import WorldConfig, build_world
 
 @pytest.fixture(scope="module")
 def split(tmp_path_factory):
-    root = build_world(WorldConfig(pretrain=4, negtrain=1200, val=4, ood=4, seed=11),
+    root = build_world(WorldConfig(pretrain=4, negtrain=400, val=4, ood=4, seed=11),
                        tmp_path_factory.mktemp("w") / "w", progress=False)
     return load_split(root / "negtrain")
 

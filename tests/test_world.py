@@ -82,7 +82,7 @@ def test_captions_are_true_of_their_image(tiny_world):
 
 @pytest.mark.parametrize("rate", [0.0, 0.01, 0.2])
 def test_negation_rate_is_what_was_asked(tmp_path, rate):
-    cfg = WorldConfig(pretrain=1500, negtrain=4, val=4, ood=4, negation_rate=rate, seed=7)
+    cfg = WorldConfig(pretrain=500, negtrain=4, val=4, ood=4, negation_rate=rate, seed=7)
     generate_split(cfg, "pretrain", tmp_path / "pretrain", progress=False)
     caps = [c for per in load_split(tmp_path / "pretrain").captions for c in per]
     observed = sum(bool(c["negated"]) for c in caps) / len(caps)
@@ -101,7 +101,7 @@ def test_benchmark_templates_are_held_out_of_pretraining_negations():
 
 
 def test_cooccurring_pairs_appear_together_more_than_chance(tmp_path):
-    generate_split(WorldConfig(pretrain=2000, negtrain=4, val=4, ood=4, cooccurrence=0.8), "pretrain",
+    generate_split(WorldConfig(pretrain=800, negtrain=4, val=4, ood=4, cooccurrence=0.8), "pretrain",
                    tmp_path / "p", progress=False)
     objs = load_split(tmp_path / "p").objects
     with_house = [o for o in objs if "house" in o and len(o) > 1]
