@@ -146,9 +146,9 @@ PROFILES: dict[str, Profile] = {
                                     sweep_l_a=(2,), sweep_epochs=1, scn_logit_scales=(100.0, 10.0),
                                     delta_penalties=(1.0,), negfull_alphas=(0.5, 1.0), negfull_images=32,
                                     negfull_lr=1e-5, negfull_batch_size=16, negfull_alpha_protocols=("negbench",)),
-        negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=8 * 128, sweep_rates=(0.0, 0.05),
-                                           mcq_questions=200, diagnostic_pairs=60, bootstrap=20,
-                                           calibration_samples=10),
+        negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=4 * 128, sweep_rates=(0.0, 0.05),
+                                           mcq_questions=100, diagnostic_pairs=40, bootstrap=20,
+                                           calibration_samples=6, peakpatch_images=64),
         training_free=TrainingFreeSettings(calibration_samples=30),
         report=ReportSettings(bootstrap=100),
         description="tiny world and model, a few steps: the whole suite in minutes (what tests run)",
@@ -199,9 +199,14 @@ PROFILES["gpu-dryrun"] = dataclasses.replace(
     # smoke run covers the others); LCSE calibrates on a third of the smoke run's pairwise tests (each
     # encodes a pretrain image at 224 px); FACTOR keeps every split and operator at 58 caption pairs
     # instead of the smoke run's 140 (ViT-B-32's text tower is the rest of its cost), and the smoke run's
-    # sample of dilution pairs is kept for the same reason (a dry run's times per chapter:
-    # artifacts/gpu-dryrun/results/notebook_times.csv)
-    world=dataclasses.replace(PROFILES["smoke"].world, negtrain=64, val=32, ood=16),
+    # sample of dilution pairs is kept for the same reason. Chapter 07 reads only the embedded world and the
+    # organism on every profile, which the smoke run covers, so here its pilot is a code-path check: two steps
+    # per rate on a half-size pretrain split, each measurement on a few dozen items (a dry run's times per
+    # chapter: artifacts/gpu-dryrun/results/notebook_times.csv)
+    world=dataclasses.replace(PROFILES["smoke"].world, pretrain=384, negtrain=64, val=32, ood=16),
+    negation_rate=dataclasses.replace(PROFILES["smoke"].negation_rate, pilot_samples=2 * 128, mcq_questions=40,
+                                      diagnostic_pairs=20, bootstrap=10, calibration_samples=4,
+                                      peakpatch_images=32),
     training_free=TrainingFreeSettings(calibration_samples=10),
     benchmarks=dataclasses.replace(PROFILES["smoke"].benchmarks, confusion=ConfusionConfig(m_min=2, m_max=10),
                                    factor=dataclasses.replace(PROFILES["smoke"].benchmarks.factor, operator_samples=8,

@@ -125,7 +125,8 @@ def read_checkpoint_metadata(path: str | os.PathLike) -> dict:
     """The ``negbook`` metadata block of a checkpoint written by this project ({} otherwise)."""
     if str(path).endswith((".safetensors", ".npz", ".npy")):
         return {}
-    blob = torch.load(path, map_location="cpu", weights_only=True)
+    # memory-mapped: the tensors are read once, by the loader, not here as well
+    blob = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     return blob.get("negbook", {}) if isinstance(blob, dict) else {}
 
 
