@@ -132,8 +132,8 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke",
-        world=WorldConfig(pretrain=768, negtrain=128, val=128, ood=64),
-        pretrain=PretrainConfig(model_name="negbook-tiny-rn", samples=24 * 128, batch_size=128,
+        world=WorldConfig(pretrain=512, negtrain=128, val=128, ood=64),
+        pretrain=PretrainConfig(model_name="negbook-tiny-rn", samples=16 * 128, batch_size=128,
                                 lr=1e-3, evaluations=2, eval_images=128),
         benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=3, m_max=10),
                                    factor=FactorConfig(operator_samples=20, equivalence_samples=(
@@ -193,17 +193,17 @@ PROFILES: dict[str, Profile] = {
 
 PROFILES["gpu-dryrun"] = dataclasses.replace(
     PROFILES["smoke"], name="gpu-dryrun", backbone="ViT-B-32", dataset="coco", dry_run=True,
-    # the smoke run's steps on a quarter of its val and ood images and half its negtrain ones (ViT-B-32
-    # encodes at 224 px: the dry run's main cost), written in COCO's and VOC's layouts, so COCO-Confusion
-    # takes galleries of 2 images; NegFull fine-tunes all of ViT-B-32, so one protocol at one alpha (the
-    # smoke run covers the others); LCSE calibrates on a third of the smoke run's pairwise tests (each
-    # encodes a pretrain image at 224 px); FACTOR keeps every split and operator at 58 caption pairs
-    # instead of the smoke run's 140 (ViT-B-32's text tower is the rest of its cost), and the smoke run's
-    # sample of dilution pairs is kept for the same reason. Chapter 07 reads only the embedded world and the
-    # organism on every profile, which the smoke run covers, so here its pilot is a code-path check: two steps
-    # per rate on a half-size pretrain split, each measurement on a few dozen items (a dry run's times per
-    # chapter: artifacts/gpu-dryrun/results/notebook_times.csv)
-    world=dataclasses.replace(PROFILES["smoke"].world, pretrain=384, negtrain=64, val=32, ood=16),
+    # the smoke run's steps on a fifth of its val and ood images and a quarter of its negtrain ones (ViT-B-32
+    # encodes at 224 px: the dry run's main cost; 24 val images are about the fewest on which every chapter has
+    # items to score), written in COCO's and VOC's layouts, so COCO-Confusion takes galleries of 2 images;
+    # NegFull fine-tunes all of ViT-B-32, so one protocol at one alpha (the smoke run covers the others); LCSE
+    # calibrates on a third of the smoke run's pairwise tests (each encodes a pretrain image at 224 px); FACTOR
+    # keeps every split and operator at 58 caption pairs instead of the smoke run's 140 (ViT-B-32's text tower
+    # is the rest of its cost), and the smoke run's sample of dilution pairs is kept for the same reason.
+    # Chapter 07 reads only the embedded world and the organism on every profile, which the smoke run covers,
+    # so here its pilot is a code-path check: two steps per rate on a smaller pretrain split, each measurement
+    # on a few dozen items (a dry run's times per chapter: artifacts/gpu-dryrun/results/notebook_times.csv)
+    world=dataclasses.replace(PROFILES["smoke"].world, pretrain=384, negtrain=32, val=24, ood=12),
     negation_rate=dataclasses.replace(PROFILES["smoke"].negation_rate, pilot_samples=2 * 128, mcq_questions=40,
                                       diagnostic_pairs=20, bootstrap=10, calibration_samples=4,
                                       peakpatch_images=32),
