@@ -197,7 +197,7 @@ PROFILES["gpu-dryrun"] = dataclasses.replace(
     # encodes at 224 px: the dry run's main cost; 24 val images are about the fewest on which every chapter has
     # items to score), written in COCO's and VOC's layouts, so COCO-Confusion takes galleries of 2 images;
     # NegFull fine-tunes all of ViT-B-32, so one protocol at one alpha (the smoke run covers the others); LCSE
-    # calibrates on a third of the smoke run's pairwise tests (each encodes a pretrain image at 224 px); FACTOR
+    # calibrates on a sixth of the smoke run's pairwise tests (each encodes a pretrain image at 224 px); FACTOR
     # keeps every split and operator at 58 caption pairs instead of the smoke run's 140 (ViT-B-32's text tower
     # is the rest of its cost), and the smoke run's sample of dilution pairs is kept for the same reason.
     # Chapter 07 reads only the embedded world and the organism on every profile, which the smoke run covers,
@@ -207,7 +207,7 @@ PROFILES["gpu-dryrun"] = dataclasses.replace(
     negation_rate=dataclasses.replace(PROFILES["smoke"].negation_rate, pilot_samples=2 * 128, mcq_questions=40,
                                       diagnostic_pairs=20, bootstrap=10, calibration_samples=4,
                                       peakpatch_images=32),
-    training_free=TrainingFreeSettings(calibration_samples=10),
+    training_free=TrainingFreeSettings(calibration_samples=5),
     benchmarks=dataclasses.replace(PROFILES["smoke"].benchmarks, confusion=ConfusionConfig(m_min=2, m_max=10),
                                    factor=dataclasses.replace(PROFILES["smoke"].benchmarks.factor, operator_samples=8,
                                                               equivalence_samples=(("De Morgan", 2),

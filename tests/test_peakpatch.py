@@ -450,7 +450,7 @@ def test_negfull_fine_tunes_a_vit_b32_at_its_own_resolution(trained_setup):
 
     _, _, data, _ = trained_setup
     vit = load_backbone("ViT-B-32", quick_gelu=True)
-    tuned, history = finetune_negfull(vit, data, NegFullConfig(alpha=0.5, batch_size=4, images=4, lr=1e-5),
+    tuned, history = finetune_negfull(vit, data, NegFullConfig(alpha=0.5, batch_size=2, images=2, lr=1e-5),
                                       progress=False)
     assert vit.image_size == 224 and len(history) == 1 and np.isfinite(history["loss"]).all()
     assert tuned.report.quick_gelu
