@@ -292,6 +292,10 @@ def test_negfull_short_run_and_bad_alpha(trained_setup):
     assert any(not torch.equal(a, b) for a, b in zip(flash.model.parameters(), math_kernel.model.parameters()))
     with pytest.raises(ValueError, match="alpha must be in"):
         finetune_negfull(backbone, data, NegFullConfig(alpha=1.5))
+    with pytest.raises(ValueError, match=r"needs at least 8 training images \(one batch of batch_size=8.*got 5"):
+        finetune_negfull(backbone, data, NegFullConfig(batch_size=8, images=5))
+    with pytest.raises(ValueError, match=r"needs at least 3 training images .*got 2"):
+        finetune_negfull(backbone, data, NegFullConfig(batch_size=2, images=2))
 
 
 def test_negfull_alpha_1_on_negbench_trains_on_negcap_captions_and_no_mcq(trained_setup, monkeypatch):
@@ -450,7 +454,7 @@ def test_negfull_fine_tunes_a_vit_b32_at_its_own_resolution(trained_setup):
 
     _, _, data, _ = trained_setup
     vit = load_backbone("ViT-B-32", quick_gelu=True)
-    tuned, history = finetune_negfull(vit, data, NegFullConfig(alpha=0.5, batch_size=2, images=2, lr=1e-5),
+    tuned, history = finetune_negfull(vit, data, NegFullConfig(alpha=0.5, batch_size=3, images=3, lr=1e-5),
                                       progress=False)
     assert vit.image_size == 224 and len(history) == 1 and np.isfinite(history["loss"]).all()
     assert tuned.report.quick_gelu

@@ -86,8 +86,10 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
         raise ValueError(f"NegFull alpha must be in [0, 1], got {config.alpha}")
     view = protocol_view(data, config.protocol)
     n_images = len(view.images) if config.images is None else min(config.images, len(view.images))
-    if n_images < max(3, config.batch_size):
-        raise ValueError(f"NegFull needs at least batch_size={config.batch_size} training images, got {n_images}")
+    least = max(3, config.batch_size)
+    if n_images < least:
+        raise ValueError(f"NegFull needs at least {least} training images (one batch of batch_size="
+                         f"{config.batch_size}, and never fewer than 3), got {n_images}")
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     model = copy.deepcopy(backbone.model)
