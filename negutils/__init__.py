@@ -15,6 +15,7 @@ The package follows the book's data flow, one subpackage per stage::
     experiments  the negation-rate experiment
     plots        the chapters' figures
     schedule     which chapters may run side by side: their needs, start order, time left (one module)
+    dry_run      the gpu profile's inputs written from the embedded world, for its dry run (one module)
     run          executes the book
     eval         ``negbook eval``: any open_clip model on the benchmarks, from the command line
 
@@ -25,4 +26,4 @@ at module level (a local import carries a comment saying why), and no import cyc
 __version__ = "0.1.0"
 
 STAGES = ("core", "world", "models", "benchmarks", "config", "session", "diagnosis", "methods", "report",
-          "experiments", "plots", "schedule", "run", "eval")
+          "experiments", "plots", "schedule", "dry_run", "run", "eval")

@@ -16,6 +16,11 @@ from .benchmarks.factor import FactorConfig
 from .benchmarks.suite import BenchmarkConfig
 from .models.pretrain import PretrainConfig
 from .world.generate import WorldConfig
+from .world.published import TrainSubsets
+
+# where the ``coco`` dataset's negtrain comes from: COCO train2017 (the NegBench protocol built on its
+# instances, as on the world) or NegBench's released CC12M-NegCap / CC12M-NegMCQ (``$CC12M_NEGATION_DIR``)
+NEGATION_DATA = ("coco-train2017", "negbench-cc12m")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,6 +108,9 @@ class Profile:
     backbone: str | None = None
     pretrained: str | None = None
     dataset: str = "embedded"         # "embedded" or "coco"
+    # the coco dataset's pretrain and negtrain: subsets of COCO train2017, and negtrain's negation data
+    train2017: TrainSubsets = field(default_factory=TrainSubsets)
+    negation_data: str = "coco-train2017"
     # the gpu profile's code path on CPU: the runner writes a random checkpoint of ``backbone`` and
     # the profile's world in the published data layouts, and points the chapters at them
     dry_run: bool = False
@@ -178,19 +186,27 @@ PROFILES: dict[str, Profile] = {
         negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=64 * 128, peakpatch_images=1000),
         description="the default book: a 30k-image world and the organism pretrained for 880 steps of 128",
     ),
-    "gpu": Profile(
-        name="gpu",
-        backbone="ViT-B-32",
-        pretrained="openai",
-        dataset="coco",
-        world=WorldConfig(pretrain=200_000, negtrain=40_000, val=5_000, ood=2_500),
-        diagnosis=DiagnosisConfig(min_per_quadrant=10),
-        pretrain=PretrainConfig(model_name="negbook-organism", samples=2_000_000, batch_size=1024),
-        # one GPU: two chapters' batches on it at once are unmeasured, so one chapter at a time
-        chapter_jobs=1,
-        description="real open_clip backbone (ViT-B-32/openai) on COCO val2017 / VOC2007 from data_recipes/",
-    ),
 }
+
+
+PROFILES["gpu"] = Profile(
+    name="gpu",
+    backbone="ViT-B-32",
+    pretrained="openai",
+    dataset="coco",
+    # real data for chapters 00-06: a held-out 5,000 images of COCO train2017 for LCSE's calibration, the rest of
+    # it for PeakPatch and NegFull. Chapter 07's organisms are glyph-world models on every profile: its world,
+    # organism and pilot are the cpu book's
+    train2017=TrainSubsets(pretrain_images=5_000),
+    world=PROFILES["cpu"].world,
+    pretrain=PROFILES["cpu"].pretrain,
+    negation_rate=PROFILES["cpu"].negation_rate,
+    diagnosis=DiagnosisConfig(min_per_quadrant=10),
+    # one GPU: two chapters' batches on it at once are unmeasured, so one chapter at a time
+    chapter_jobs=1,
+    description="real open_clip backbone (ViT-B-32/openai) on COCO val2017 / train2017 and VOC2007 from "
+                "data_recipes/",
+)
 
 
 PROFILES["gpu-dryrun"] = dataclasses.replace(
@@ -206,6 +222,9 @@ PROFILES["gpu-dryrun"] = dataclasses.replace(
     # so here its pilot is a code-path check: two steps per rate on a smaller pretrain split, each measurement
     # on a few dozen items (a dry run's times per chapter: artifacts/gpu-dryrun/results/notebook_times.csv)
     world=dataclasses.replace(PROFILES["smoke"].world, pretrain=384, negtrain=32, val=24, ood=12),
+    # the published train2017 is written from the first 64 images of the world's pretrain split (disjoint from
+    # val); LCSE calibrates on 24 of them, PeakPatch and NegFull train on the other 40
+    train2017=TrainSubsets(pretrain_images=24),
     negation_rate=dataclasses.replace(PROFILES["smoke"].negation_rate, pilot_samples=2 * 128, mcq_questions=40,
                                       diagnostic_pairs=20, bootstrap=10, calibration_samples=4,
                                       peakpatch_images=32),
@@ -226,6 +245,8 @@ def get_profile(name: str, **overrides) -> Profile:
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    if overrides.get("negation_data", NEGATION_DATA[0]) not in NEGATION_DATA:
+        raise ValueError(f"negation_data {overrides['negation_data']!r}: choose one of {list(NEGATION_DATA)}")
     return dataclasses.replace(PROFILES[name], **overrides)
 
 

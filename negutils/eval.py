@@ -28,6 +28,7 @@ from .benchmarks.suite import evaluate_benchmarks
 from .core.cache import atomic_save
 from .config import get_profile
 from .methods.lcse import Calibration, default_calibration
+from .methods.lcse_analysis import calibration_set, fit_on_split
 from .methods.peakpatch.export import load_peakpatch, read_export
 from .methods.registry import build_scorer, scorer_dict
 from .session import open_session
@@ -57,8 +58,10 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--benchmark", nargs="+", default=["all"], choices=[*BENCHMARKS, "all"])
     parser.add_argument("--method", nargs="+", default=["vanilla"], type=method_spec,
                         help=f"{', '.join(METHODS)} or peakpatch:FILE (a PeakPatch export); several allowed")
-    parser.add_argument("--lcse-calibration", metavar="MU,BETA",
-                        help="LCSE's (mu, beta); default: the LCSE paper's for CLIP or SigLIP2 models")
+    parser.add_argument("--lcse-calibration", metavar="MU,BETA|fit",
+                        help="LCSE's (mu, beta), or 'fit': fitted on the profile's calibration split (a held-out "
+                        "subset of COCO train2017, as LCSE App. A; needs train2017 under $COCO_IMAGE_ROOT); "
+                        "default: the LCSE paper's values for CLIP or SigLIP2 models")
     parser.add_argument("--data-root", type=Path, help="a folder with coco/, voc/ and negbench/ "
                         "(data_recipes/published_layouts.py's layout); default: the environment variables")
     parser.add_argument("--profile", default="gpu", help="the profile whose benchmark settings and artifacts "
@@ -83,16 +86,31 @@ def data_environment(root: Path | None) -> dict[str, str]:
             if variable not in os.environ and (root / sub).exists()}
 
 
+FIT = "fit"
+
+
 def calibration(model: str, text: str | None) -> Calibration | None:
-    """LCSE's (mu, beta): ``--lcse-calibration``, else the paper's for a real backbone; None for the
-    book's own organisms, whose chapter 05 fits them."""
+    """LCSE's (mu, beta): ``--lcse-calibration MU,BETA``, else the paper's for a real backbone; None for
+    ``fit`` (fitted once the calibration split is read) and for the book's own organisms without it."""
+    if text == FIT:
+        return None
     if text:
         try:
             mu, beta = (float(x) for x in text.split(","))
         except ValueError as err:
-            raise ValueError(f"--lcse-calibration {text!r}: expected MU,BETA, e.g. 0.22,30") from err
+            raise ValueError(f"--lcse-calibration {text!r}: expected MU,BETA (e.g. 0.22,30) or {FIT}") from err
         return Calibration(mu, beta, "--lcse-calibration")
     return None if model.startswith("negbook-") else default_calibration(model)
+
+
+def fitted_calibration(session, batch_size: int | None) -> Calibration:
+    """(mu, beta) fitted as chapter 05 fits them: pairwise operator tests of the session's ``pretrain``
+    split (COCO train2017's calibration subset on the ``coco`` dataset), the grid maximum."""
+    size = {} if batch_size is None else {"batch_size": batch_size}
+    split = session.splits["pretrain"]
+    tests = calibration_set(split, session.profile.training_free.calibration_samples)
+    fit, _ = fit_on_split(build_scorer("vanilla", session.backbone, **size), session.backbone.encode_text, tests, split)
+    return Calibration(fit.mu, fit.beta, f"{fit.source}, on {len(tests)} tests of {session.split_source('pretrain')}")
 
 
 def scorers(session, methods: list[str], lcse_calibration: Calibration | None, batch_size: int | None) -> dict:
@@ -114,14 +132,22 @@ def evaluate(args: argparse.Namespace) -> list[dict]:
     """Every requested method on every requested benchmark of every split the data has: result rows."""
     profile = get_profile(args.profile)
     lcse_calibration = calibration(args.model, args.lcse_calibration)
-    if "lcse" in args.method and lcse_calibration is None:     # before any data or weights are loaded
-        raise ValueError(f"LCSE has no published (mu, beta) for {args.model}: pass --lcse-calibration MU,BETA")
+    fit = "lcse" in args.method and args.lcse_calibration == FIT
+    if "lcse" in args.method and lcse_calibration is None and not fit:     # before any data or weights are loaded
+        raise ValueError(f"LCSE has no published (mu, beta) for {args.model}: pass --lcse-calibration MU,BETA "
+                         f"or {FIT}")
     for spec in args.method:                                   # a bad export is refused before the data is read
         if spec.startswith(PEAKPATCH):
             read_export(spec[len(PEAKPATCH):])
     checkpoint = None if args.checkpoint is None else str(args.checkpoint)
     splits = ("val", "ood") if os.environ.get("VOC_ROOT") else ("val",)
-    session = open_session(profile.name, args.model, args.pretrained, checkpoint, args.device, splits=splits)
+    session = open_session(profile.name, args.model, args.pretrained, checkpoint, args.device,
+                           splits=splits + (("pretrain",) if fit else ()))
+    if fit:
+        lcse_calibration = fitted_calibration(session, args.batch_size)
+    if "lcse" in args.method:
+        print(f"negbook eval: LCSE (mu, beta) = ({lcse_calibration.mu:g}, {lcse_calibration.beta:g}) from "
+              f"{lcse_calibration.source}")
     names = list(BENCHMARKS) if "all" in args.benchmark else args.benchmark
     bench = session.benchmarks(splits, accept_identical_options=args.accept_identical_options)
     label = str(args.checkpoint or args.pretrained)
@@ -135,6 +161,8 @@ def evaluate(args: argparse.Namespace) -> list[dict]:
                 for row in evaluate_benchmarks(scorer, benchmarks, session.splits[split], profile.dataset,
                                                args.model, label, tasks=tasks):
                     rows.append({**row, "method": row["metrics"].pop("method")})      # the chapters' label
+                    if isinstance(getattr(scorer, "calibration", None), Calibration):
+                        rows[-1]["lcse_calibration"] = vars(lcse_calibration)
     return rows
 
 

@@ -30,12 +30,12 @@ import pandas as pd
 
 from .config import REPO_ROOT, get_profile
 from .core.cache import atomic_save, atomic_write_text
+from .dry_run import dry_run_inputs
 from .models.memo import READS_VARIABLE, WRITER_VARIABLE
 from .report.findings import HEADLINE_FILE, RUN_PARAMETERS_VARIABLE, book_headline
 from .report.performance import BENCH_RESULTS
 from .schedule import (SHARED_CORES_ENVIRONMENT, chapter_needs, chapter_reads, chapters_to_start,
                        estimate_seconds, may_share_cores)
-from .session import dry_run_inputs
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BOOK_DIR = REPO_ROOT / "book"

@@ -5,26 +5,25 @@
 chapter's setup needs this module for everything that is about *its run* rather than a method."""
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
 
-from .benchmarks.published import with_published, write_published_world
+from .benchmarks.cc12m import read_cc12m_negations
+from .benchmarks.published import with_published
 from .benchmarks.suite import Benchmarks, ensure_benchmarks
 from .benchmarks.tokenisation import check_tokenisation, tokenisation_report, tokenisation_summary
 from .config import Profile, dataset_root, get_profile
-from .core.cache import atomic_write_json, config_hash
 from .core.results import read_results, write_results
-from .models.backbone import Backbone, create_model, load_backbone, save_checkpoint, save_training_checkpoint
+from .models.backbone import Backbone, load_backbone
 from .models.pretrain import PretrainResult, ensure_pretrained, load_pretrained
 from .world.coco import CocoSplit, load_split
 from .world.generate import SPLITS, ensure_world
-from .world.published import read_coco_val, read_voc_test
+from .world.published import read_coco_train, read_coco_val, read_voc_test
 
-__all__ = ["Session", "dry_run_inputs", "get_profile", "load_splits", "open_session", "read_results", "write_results"]
+__all__ = ["Session", "get_profile", "load_splits", "open_session", "read_results", "write_results"]
 
 
 @dataclass
@@ -78,6 +77,17 @@ class Session:
             print(tokenisation_summary(pd.concat(reports, ignore_index=True)))
         return out
 
+    def split_source(self, name: str) -> str:
+        """Where split ``name`` comes from, in words: what a chapter prints beside what it trained or
+        calibrated on."""
+        split = self.splits[name]
+        if self.dataset == "embedded":
+            return f"the embedded world's {name} split"
+        if split.released is not None:
+            return f"NegBench's released CC12M-NegCap / CC12M-NegMCQ under {split.released['source']}"
+        real = {"val": "COCO val2017", "ood": "VOC2007 test"}.get(name, f"COCO train2017 ({name} subset)")
+        return f"{real}, {len(split):,} images"
+
     def untrained_backbone(self) -> Backbone:
         """The same architecture (QuickGELU included, as OpenAI's weights run) with freshly initialised
         weights: the control for what training did."""
@@ -96,12 +106,17 @@ class Session:
 
 def open_session(profile: str, backbone: str | None = None, pretrained: str | None = None,
                  checkpoint: str | None = None, device: str | None = None, progress: bool = True,
-                 splits: tuple[str, ...] | None = None) -> Session:
+                 splits: tuple[str, ...] | None = None, negation_data: str | None = None) -> Session:
     """The profile's splits (``splits``: only these) and backbone: the cached organism (pretrained by
-    chapter 00, or now if missing) or a real open_clip model."""
-    prof = get_profile(profile, backbone=backbone, pretrained=pretrained)
+    chapter 00, or now if missing) or a real open_clip model. ``negation_data`` picks the ``coco``
+    dataset's negtrain (``"coco-train2017"``, the default, or ``"negbench-cc12m"``); NegBench's release
+    holds the data of the ``negbench`` protocol only, so on it the trained methods use that protocol."""
+    prof = get_profile(profile, backbone=backbone, pretrained=pretrained, negation_data=negation_data)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     splits = load_splits(prof, splits, progress=progress)
+    if "negtrain" in splits and splits["negtrain"].released is not None:
+        prof = replace(prof, peakpatch=replace(prof.peakpatch, protocols=("negbench",),
+                                               negfull_alpha_protocols=("negbench",)))
     run = None
     if prof.backbone is None and checkpoint is None:
         run = ensure_pretrained(splits["pretrain"].image_root.parent, prof.pretrain, prof.artifacts_dir(),
@@ -111,7 +126,8 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
     else:
         model = load_backbone(prof.backbone, prof.pretrained, checkpoint=checkpoint, device=device)
         label = str(checkpoint or prof.pretrained)
-        data_key = f"{prof.dataset}:" + ",".join(f"{n}={len(s)}" for n, s in sorted(splits.items()))
+        sizes = ",".join(f"{n}={len(s)}" for n, s in sorted(splits.items()))
+        data_key = f"{prof.dataset}/{prof.negation_data}:{sizes}"
     session = Session(prof, splits, model, label, data_key, run)
     model.keep_on_disk(session.outputs_dir)      # the chapters share what it encodes
     return session
@@ -121,63 +137,36 @@ def load_splits(profile: Profile, names: tuple[str, ...] | None = None, coco_roo
                 voc_root: str | os.PathLike | None = None, progress: bool = True) -> dict[str, CocoSplit]:
     """``{split name: CocoSplit}``; ``names=None`` means every split the dataset has.
 
-    The embedded world is built (once) when missing. Real data: ``val`` is COCO val2017 from
-    ``coco_root`` or ``$COCO_IMAGE_ROOT`` (``annotations/instances_val2017.json``,
-    ``annotations/captions_val2017.json``, ``val2017/``); ``ood`` is VOC2007 test converted to COCO
-    format by ``data_recipes/voc2007.py``, from ``voc_root`` or ``$VOC_ROOT`` when given. The real
-    data has no split to pretrain on or to train the negation methods on (CC12M-NegCap is a download
-    the book does not script), so ``pretrain`` and ``negtrain`` are the embedded world's on every dataset.
+    The embedded world is built (once) when missing, and only the ``embedded`` dataset reads it. The
+    ``coco`` dataset reads real data only, from ``coco_root`` or ``$COCO_IMAGE_ROOT``: ``val`` is COCO
+    val2017 (``annotations/{instances,captions}_val2017.json``, ``val2017/``); ``pretrain`` and
+    ``negtrain`` are disjoint seeded subsets of COCO train2017 (``annotations/{instances,
+    captions}_train2017.json``, ``train2017/``; sizes in ``profile.train2017``), or, with
+    ``profile.negation_data == "negbench-cc12m"``, ``negtrain`` is NegBench's released CC12M-NegCap /
+    NegMCQ from ``$CC12M_NEGATION_DIR``; ``ood`` is VOC2007 test converted to COCO format by
+    ``data_recipes/voc2007.py``, from ``voc_root`` or ``$VOC_ROOT`` when given.
     """
-    world = ("pretrain", "negtrain")
     if profile.dataset == "embedded":
         root = ensure_world(profile.world, profile.artifacts_dir(), progress=progress)
         return {name: load_split(root / name) for name in (names or SPLITS)}
-    if profile.dataset == "coco":
-        available = {"val", *world}
-        voc = voc_root or os.environ.get("VOC_ROOT")
-        if voc:
-            available.add("ood")
-        wanted = names or tuple(s for s in SPLITS if s in available)
-        unsupported = [n for n in wanted if n not in available]
-        if unsupported:
-            raise ValueError(f"the coco dataset provides {sorted(available)} here; {unsupported} come from "
-                             "data_recipes/ (VOC2007 for 'ood' with $VOC_ROOT)")
-        out = {}
-        if any(n in world for n in wanted):
-            root = ensure_world(profile.world, profile.artifacts_dir(), progress=progress)
-            out.update({n: load_split(root / n) for n in world if n in wanted})
-        if "val" in wanted:
-            out["val"] = read_coco_val(dataset_root("COCO_IMAGE_ROOT", coco_root))
-        if "ood" in wanted:
-            out["ood"] = read_voc_test(dataset_root("VOC_ROOT", voc_root))
-        return {n: out[n] for n in SPLITS if n in out}
-    raise ValueError(f"profile {profile.name!r}: unknown dataset {profile.dataset!r} (embedded or coco)")
-
-
-def dry_run_inputs(profile: Profile, progress: bool = True) -> tuple[dict[str, str], dict[str, str]]:
-    """What a ``dry_run`` profile reads where the ``gpu`` profile reads downloads, written once per
-    world under ``artifacts/<profile>/``: the ``val`` and ``ood`` splits of its embedded world in the
-    published layouts (COCO val2017, VOC2007 and NegBench's CSVs, ``negutils.benchmarks.published``),
-    a randomly initialised checkpoint of its backbone with QuickGELU (how OpenAI's weights run), and
-    another in open_clip's training-script format with no metadata, as a released NegFull comes.
-    Returns the environment that points the ``coco`` dataset at the files (``COCO_IMAGE_ROOT``,
-    ``VOC_ROOT``, ``NEGBENCH_CSV_DIR``) and the notebook parameters naming the two checkpoints
-    (``checkpoint``, ``negfull_checkpoint``)."""
-    if not profile.dry_run or profile.backbone is None:
-        raise ValueError(f"profile {profile.name!r} is not a dry run of a real backbone")
-    world = ensure_world(profile.world, profile.artifacts_dir(), progress=progress)
-    folder = profile.artifacts_dir() / f"dry-run-{config_hash([profile.world.key(), profile.backbone, 2])}"
-    record = folder / "inputs.json"
-    if not record.exists():
-        splits = {name: load_split(world / name) for name in ("val", "ood")}
-        env = write_published_world(splits, folder / "data", profile.benchmarks.mcq,
-                                    profile.benchmarks.retrieval_seed)
-        # other seeds than the untrained control's (load_backbone's seed 0), so "trained" and untrained differ
-        checkpoint = save_checkpoint(create_model(profile.backbone, quick_gelu=True, seed=1),
-                                     folder / f"{profile.backbone}-random.pt", profile.backbone, quick_gelu=True)
-        negfull = save_training_checkpoint(create_model(profile.backbone, quick_gelu=True, seed=2),
-                                           folder / "negfull-released" / "finetuned_checkpoint.pt", "negfull-dry-run")
-        atomic_write_json(record, {"env": {k: str(v) for k, v in env.items()},
-                                   "parameters": {"checkpoint": str(checkpoint), "negfull_checkpoint": str(negfull)}})
-    written = json.loads(record.read_text())
-    return written["env"], written["parameters"]
+    if profile.dataset != "coco":
+        raise ValueError(f"profile {profile.name!r}: unknown dataset {profile.dataset!r} (embedded or coco)")
+    voc = voc_root or os.environ.get("VOC_ROOT")
+    available = {"val", "pretrain", "negtrain"} | ({"ood"} if voc else set())
+    wanted = names or tuple(s for s in SPLITS if s in available)
+    unsupported = [n for n in wanted if n not in available]
+    if unsupported:
+        raise ValueError(f"the coco dataset provides {sorted(available)} here; {unsupported} come from "
+                         "data_recipes/ (VOC2007 for 'ood' with $VOC_ROOT)")
+    released = profile.negation_data == "negbench-cc12m"
+    out = {}
+    if "val" in wanted:
+        out["val"] = read_coco_val(dataset_root("COCO_IMAGE_ROOT", coco_root))
+    if "pretrain" in wanted or ("negtrain" in wanted and not released):
+        train = read_coco_train(dataset_root("COCO_IMAGE_ROOT", coco_root), profile.train2017)
+        out.update({n: train[n] for n in ("pretrain", "negtrain") if n in wanted})
+    if "negtrain" in wanted and released:
+        out["negtrain"] = read_cc12m_negations(dataset_root("CC12M_NEGATION_DIR"))
+    if "ood" in wanted:
+        out["ood"] = read_voc_test(dataset_root("VOC_ROOT", voc_root))
+    return {n: out[n] for n in SPLITS if n in out}

@@ -47,7 +47,7 @@ def test_the_checkpoint_is_vit_b32_as_openai_weights_run(dry_run_chapters):
     backbone = load_backbone("ViT-B-32", checkpoint=checkpoint)    # the loader that checks every key
     assert backbone.report.quick_gelu and backbone.report.n_tensors_loaded == len(backbone.model.state_dict())
     assert backbone.image_size == 224 and backbone.context_length == 77
-    assert set(inputs["env"]) == {"COCO_IMAGE_ROOT", "VOC_ROOT", "NEGBENCH_CSV_DIR"}
+    assert set(inputs["env"]) == {"COCO_IMAGE_ROOT", "VOC_ROOT", "NEGBENCH_CSV_DIR", "CC12M_NEGATION_DIR"}
 
 
 @pytest.mark.notebooks
@@ -76,6 +76,25 @@ def test_chapter_03_evaluates_the_released_negfull_in_its_base_models_activation
     assert f"checkpoint {inputs['parameters']['negfull_checkpoint']}" in printed and "activation QuickGELU" in printed
     results = read_results(PROFILE, "03_results")
     assert {"mcq", "retrieval"} <= set(results.loc[results["method"] == "NegFull (released)", "task"])
+
+
+def printed_by(result, chapter: str) -> str:
+    """Everything a chapter's cells printed in the dry run."""
+    notebook = json.loads((result["stage"] / "chapters" / f"{chapter}.ipynb").read_text())
+    return "".join("".join(o.get("text", [])) for c in notebook["cells"] for o in c.get("outputs", []))
+
+
+@pytest.mark.notebooks
+def test_peakpatch_negfull_and_lcse_learn_from_the_published_train2017(dry_run_chapters):
+    result, _ = dry_run_chapters
+    assert "PeakPatch and NegFull train on COCO train2017 (negtrain subset), 40 images" in printed_by(
+        result, "03_peakpatch")
+    assert read_results(PROFILE, "03_training_data")["source"].str.startswith("COCO train2017").all()
+    alphas = read_results(PROFILE, "03_negfull_alphas").set_index("alpha")
+    assert alphas.loc["1.0", "chosen"] and 0 <= float(alphas.loc["1.0", "held-out MCQ accuracy"]) <= 1
+    assert not alphas.loc["released", "chosen"]       # the released weights are evaluated beside ours
+    assert "calibration tests on pretrain (COCO train2017 (pretrain subset), 24 images)" in printed_by(
+        result, "05_lcse")
 
 
 @pytest.mark.notebooks

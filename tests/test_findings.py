@@ -36,8 +36,20 @@ def test_a_number_is_in_the_results_only_as_a_cell_a_percentage_a_count_or_a_row
     assert fd.numbers_not_in_results("40.0% and 36.8% and 7 claims", results) == ["40.0", "36.8", "7"]
 
 
+TRAINING_03 = pd.DataFrame({"part": ["affirmative captions", "NegCap captions (true)",
+                                     "present-object negations (false)", "NegMCQ questions",
+                                     "counterpart MCQs (App. 0.J)"],
+                            "rows": [10, 30, 4, 10, 4], "images": [10, 10, 4, 10, 4],
+                            "source": "COCO train2017 (negtrain subset), 11 images"})
+
+
 def test_a_verdict_chapters_box_counts_its_verdicts_and_links_each_claim_to_its_section():
-    findings = fd.chapter_findings("03_peakpatch", {"03_verdicts": VERDICTS_03})
+    findings = fd.chapter_findings("03_peakpatch", {"03_verdicts": VERDICTS_03, "03_training_data": TRAINING_03})
+    # chapter 03's box says first what PeakPatch and NegFull learned from, and shows one claim fewer
+    assert (findings[0].text, findings[0].section) == (
+        "PeakPatch and NegFull trained on COCO train2017 (negtrain subset), 11 images (10 images with training "
+        "data: 30 NegCap captions, 10 NegMCQ questions).", "ch03-data")
+    findings = findings[1:]
     assert findings[0].text == ("Of the 5 claims tested on this backbone: 2 reproduced, 1 partly, 1 not reproduced, "
                                 "1 not measured.")
     assert findings[0].section == "ch03-verdicts"
@@ -45,7 +57,7 @@ def test_a_verdict_chapters_box_counts_its_verdicts_and_links_each_claim_to_its_
     # two that hold, then the failures, not-reproduced before partly; a claim without a section links
     # to the verdict table
     assert shown == [("*Reproduced", "ch03-mcq"), ("*Reproduced", "ch03-verdicts"),
-                     ("*Not reproduced", "ch03-retrieval"), ("*Partly", "ch03-mcq")]
+                     ("*Not reproduced", "ch03-retrieval")]
     assert r"beta\_c-\*" in findings[3].text          # markup in a claim is printed, not interpreted
     box = fd.findings_markdown(findings, "cpu")
     assert box.startswith("```{admonition} Findings") and box.count("{ref}`details <") == len(findings)

@@ -218,8 +218,9 @@ def read_benchmark_csv(path: Path, columns: list[str], what: str) -> pd.DataFram
 
 
 def read_mcq_csv(path: str | os.PathLike, image_root: str | os.PathLike | None = None,
-                 check_images: bool = False) -> pd.DataFrame:
-    """Read a NegBench MCQ CSV (ours or the published ones) and validate it.
+                 check_images: bool = False, templates: tuple[str, ...] = TEMPLATES) -> pd.DataFrame:
+    """Read a NegBench MCQ CSV (ours or the published ones) and validate it; ``templates`` are the
+    correct-answer templates it may hold (CC12M-NegMCQ adds ``modified_positive``).
 
     ``image_root`` remaps ``image_path``: relative paths are joined to it, and absolute paths from
     another machine are re-rooted on the shortest tail that exists under it. With
@@ -230,11 +231,11 @@ def read_mcq_csv(path: str | os.PathLike, image_root: str | os.PathLike | None =
         raise FileNotFoundError(f"MCQ CSV {path} does not exist")
     frame = read_benchmark_csv(path, MCQ_COLUMNS, "NegBench MCQ CSV")
     frame = frame.drop(columns=[c for c in frame.columns if c.startswith("Unnamed:")])
-    bad_template = ~frame["correct_answer_template"].isin(TEMPLATES)
+    bad_template = ~frame["correct_answer_template"].isin(templates)
     if bad_template.any():
         row = int(np.flatnonzero(bad_template)[0])
         raise BenchmarkFileError(f"{path}: row {row} has correct_answer_template "
-                                 f"{frame['correct_answer_template'].iloc[row]!r}; expected one of {TEMPLATES}")
+                                 f"{frame['correct_answer_template'].iloc[row]!r}; expected one of {templates}")
     answers = pd.to_numeric(frame["correct_answer"], errors="coerce")
     bad_answer = ~answers.isin([0, 1, 2, 3])
     if bad_answer.any():

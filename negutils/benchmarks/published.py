@@ -39,7 +39,8 @@ RETRIEVAL_COLUMNS = ["filepath", "captions"]
 
 
 # where write_published_world puts each dataset under its root, by the variable that names it
-PUBLISHED_LAYOUT = {"COCO_IMAGE_ROOT": "coco", "VOC_ROOT": "voc/VOCdevkit/VOC2007", "NEGBENCH_CSV_DIR": "negbench"}
+PUBLISHED_LAYOUT = {"COCO_IMAGE_ROOT": "coco", "VOC_ROOT": "voc/VOCdevkit/VOC2007", "NEGBENCH_CSV_DIR": "negbench",
+                    "CC12M_NEGATION_DIR": "cc12m"}
 
 
 def _file_names(split: str) -> dict[str, str]:

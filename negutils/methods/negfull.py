@@ -99,7 +99,6 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
                                   foreach=True)      # the for-loop's values in less time (bench/optimizer_step.py)
     steps = n_images // config.batch_size
     order = rng.permutation(len(view.images))[:n_images]
-    pixels = np.asarray(data.split.pixels())
     history = []
     bar = tqdm(total=steps, desc=f"NegFull alpha={config.alpha:g} [{config.protocol}]", disable=not progress)
     for step in range(steps):
@@ -107,7 +106,8 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
         for group in optimizer.param_groups:
             group["lr"] = config.lr * 0.5 * (1 + math.cos(math.pi * step / max(1, steps)))
         batch = view.batch(rows, rng)
-        images = tuned.image_batch(pixels[view.images[rows]])      # resized to the tower's resolution
+        # one batch read at a time (a COCO split never fits in memory), through the tower's preprocessing
+        images = tuned.image_batch(data.split.images(view.images[rows]))
         text = tuned.tokenize([data.captions[c] for c in batch["captions"]])
         with attention_kernel(config.attention, tuned.device), \
                 torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16 and tuned.device.type == "cpu"):

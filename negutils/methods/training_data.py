@@ -279,7 +279,10 @@ class NegationData:
 
 def build_negation_data(split: CocoSplit, seed: int = 0, negcap_per_image: int = 3, held_out: float = 0.1,
                         max_images: int | None = None) -> NegationData:
-    """Every protocol's parts for ``split`` (see the module docstring), deterministic by ``seed``."""
+    """Every protocol's parts for ``split`` (see the module docstring), deterministic by ``seed``; a split
+    with released negation data (NegBench's CC12M sets) gives that data (``released_negation_data``)."""
+    if split.released is not None:
+        return released_negation_data(split, seed, held_out)
     rng = np.random.default_rng([seed, 0x4E5452])
     cats = split.categories
     cooc = cooccurrence_counts(split)
@@ -322,14 +325,21 @@ def build_negation_data(split: CocoSplit, seed: int = 0, negcap_per_image: int =
         raise ValueError(f"split {split.name!r}: no image has an affirmative caption free of benchmark phrasing "
                          "and an absent category, so no negation training data can be built")
     counterpart = _counterpart_questions(rng, split, false_negation, base_of, cid)
-    # caption ids in order of length, so the feature cache encodes batches of similar length
+    return _assemble(rng, split, ids, sorted(base_of), held_out, affirmative, negcap, false_negation, negmcq,
+                     counterpart)
+
+
+def _assemble(rng, split: CocoSplit, ids: dict[str, int], images: list[int], held_out: float, affirmative: list,
+              negcap: list, false_negation: list, negmcq: list, counterpart: list) -> NegationData:
+    """The parts as ``NegationData``: caption ids renumbered in order of caption length (so the feature
+    cache encodes batches of similar length) and a seeded held-out share of ``images``."""
     captions = sorted(ids, key=lambda text: (len(text), text))
     new_id = {ids[text]: k for k, text in enumerate(captions)}
     for row in [*affirmative, *negcap, *false_negation]:
         row["caption"] = new_id[row["caption"]]
     for row in [*negmcq, *counterpart]:
         row.update({f"option_{k}": new_id[row[f"option_{k}"]] for k in range(4)})
-    images = np.array(sorted(base_of), dtype=np.int64)
+    images = np.array(images, dtype=np.int64)
     held = np.sort(rng.choice(images, max(3, int(round(held_out * len(images)))), replace=False))
     train = np.setdiff1d(images, held)
     frame = lambda rows, cols: pd.DataFrame(rows, columns=cols)  # noqa: E731
@@ -339,6 +349,33 @@ def build_negation_data(split: CocoSplit, seed: int = 0, negcap_per_image: int =
                         frame(negcap, ["image_index", "caption", "object"]),
                         frame(false_negation, ["image_index", "caption", "object"]),
                         frame(negmcq, mcq_cols), frame(counterpart, mcq_cols[:6]), train, held)
+
+
+def released_negation_data(split: CocoSplit, seed: int = 0, held_out: float = 0.1) -> NegationData:
+    """NegBench's released CC12M-NegCap / NegMCQ (``split.released``) as ``NegationData``: each image's
+    affirmative caption, its negated captions as NegCap (true: NegBench's detector verified the absence),
+    its released NegMCQ question (the claims of its options are not published: null). The release has
+    no present-object negations and no counterpart MCQs, so only the ``negbench`` protocol can train on it."""
+    if split.released is None:
+        raise ValueError(f"split {split.name!r} carries no released negation data")
+    rng = np.random.default_rng([seed, 0x4E5452])
+    ids: dict[str, int] = {}
+
+    def cid(text: str) -> int:
+        return ids.setdefault(text, len(ids))
+
+    affirmative = [{"image_index": i, "caption": cid(plain[0])} for i in range(len(split))
+                   for plain in [[c["caption"] for c in split.captions[i] if not c.get("negated")]] if plain]
+    negcap = [{"image_index": int(r.image_index), "caption": cid(r.caption), "object": None}
+              for r in split.released["negcap"].itertuples(index=False)]
+    negmcq = [{"image_index": int(r.image_index), **{f"option_{k}": cid(getattr(r, f"caption_{k}")) for k in range(4)},
+               "correct": int(r.correct), "template": r.template, **{f"claims_{k}": "null" for k in range(4)}}
+              for r in split.released["negmcq"].itertuples(index=False)]
+    images = sorted({row["image_index"] for row in affirmative})
+    if len(images) < 4:
+        raise ValueError(f"released negation data {split.released.get('source')}: {len(images)} images with an "
+                         "affirmative caption; at least 4 are needed (3 held out for selection)")
+    return _assemble(rng, split, ids, images, held_out, affirmative, negcap, [], negmcq, [])
 
 
 def _negmcq_question(rng, i, present, absent, cooc, categories, cid) -> dict:
@@ -384,10 +421,35 @@ def _counterpart_questions(rng, split, false_negation: list[dict], base_of: dict
     return rows
 
 
+def released_frames(data: NegationData) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``data``'s ``negbench`` parts in the rows NegBench's release has (what
+    ``negutils.benchmarks.cc12m.write_cc12m_negations`` writes): per image with NegCap captions its
+    affirmative caption, negated captions, present and negated objects; per NegMCQ question its four
+    options as text, the correct one and its template."""
+    text = data.captions
+    affirmative = data.affirmative.set_index("image_index")["caption"]
+    grouped = data.negcap.groupby("image_index")
+    negcap = pd.DataFrame([{"image_index": int(i), "caption": text[int(affirmative[i])],
+                            "negative_captions": [text[int(c)] for c in rows["caption"]],
+                            "extracted_objects": sorted(data.split.objects[int(i)]),
+                            "negative_objects": sorted(rows["object"])} for i, rows in grouped])
+    negmcq = pd.DataFrame({"image_index": data.negmcq["image_index"],
+                           **{f"caption_{k}": [text[int(c)] for c in data.negmcq[f"option_{k}"]] for k in range(4)},
+                           "correct_answer": data.negmcq["correct"],
+                           "correct_answer_template": data.negmcq["template"]})
+    return negcap, negmcq
+
+
 def check_truth(data: NegationData) -> dict[str, int]:
     """Counts of captions whose truth contradicts their role under the split's ground truth:
     NegCap captions must be true (negated object absent), present-object negations false, and
-    each NegMCQ question must have exactly one true option, the correct one. All zero when sound."""
+    each NegMCQ question must have exactly one true option, the correct one. All zero when sound.
+    Released data (NegBench's CC12M sets) publishes no ground truth to check against: its rows are counted
+    under a name that says so."""
+    if data.split.released is not None:
+        return {"released NegCap captions (absence verified by NegBench's detector, not checkable here)":
+                len(data.negcap),
+                "released NegMCQ questions (option claims unpublished, not checkable here)": len(data.negmcq)}
     objects = data.split.objects
     bad_negcap = sum(r.object in objects[r.image_index] for r in data.negcap.itertuples())
     bad_false = sum(r.object not in objects[r.image_index] for r in data.false_negation.itertuples())

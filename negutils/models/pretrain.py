@@ -184,7 +184,6 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
     tokenizer = get_tokenizer(config.model_name)
     backbone = Backbone(model, config.model_name, tokenizer,  # shares the weights being trained
                         report=LoadReport(config.model_name, "in training"))
-    pixels = np.asarray(split.pixels())
     optimizer = make_optimizer(model, config)
     loss_fn = open_clip.ClipLoss()
     eval_steps = set(np.linspace(0, config.steps, config.evaluations + 1).round().astype(int).tolist()) \
@@ -211,7 +210,7 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
     for step, (idx, caps) in enumerate(bar):
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
-        loss = training_step(backbone, optimizer, loss_fn, backbone.pixels_to_tensor(pixels[idx]), tokenizer(caps),
+        loss = training_step(backbone, optimizer, loss_fn, backbone.image_batch(split.images(idx)), tokenizer(caps),
                              config)
         history.append({"step": step + 1, "samples": (step + 1) * config.batch_size, "loss": loss.item(),
                         "lr": optimizer.param_groups[0]["lr"], "logit_scale": model.logit_scale.detach().exp().item(),

@@ -5,7 +5,8 @@ The names chapters use, importable from here; everything else from its module.""
 from .findings import show_findings
 from .paper_tables import (ablation_table, agreement_summary, beside_table, best_negfull, BOOK_TABLES, has_results,
                            highlight_differences, line_label, load_ours, NEGFULL)
-from .papers import beside_paper, methods_beside_paper, our_numbers, paper_metric, paper_numbers, paper_value
+from .papers import (beside_paper, methods_beside_paper, our_numbers, paper_metric, paper_numbers, paper_value,
+                     table2_pairs)
 from .performance import BOOK_BUDGET_SECONDS, notebook_times, ratio_summary, read_bench, sweep_summary
 from .unified import format_unified, leaders, read_items, record_evaluation, unified_findings, unified_table
 from .verdicts import (collapse_measures, collapse_verdicts, ktn_verdicts, lcse_measures, lcse_verdicts,
@@ -17,5 +18,5 @@ __all__ = ["ablation_table", "agreement_summary", "beside_paper", "beside_table"
            "has_results", "highlight_differences", "ktn_verdicts", "lcse_measures", "lcse_verdicts", "leaders",
            "line_label", "load_ours", "method_table", "methods_beside_paper", "NEGFULL", "notebook_times",
            "our_numbers", "paper_metric", "paper_numbers", "paper_value", "peakpatch_verdicts", "ratio_summary",
-           "read_bench", "read_items", "record_evaluation", "show_findings", "sweep_summary", "unified_findings",
-           "unified_table"]
+           "read_bench", "read_items", "record_evaluation", "show_findings", "sweep_summary", "table2_pairs",
+           "unified_findings", "unified_table"]

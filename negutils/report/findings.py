@@ -180,7 +180,9 @@ def _data(read: Reader) -> list[Finding]:
     return lines
 
 
-def _verdicts(read: Reader, chapter: str) -> list[Finding]:
+def _verdicts(read: Reader, chapter: str, other_lines: int = 0) -> list[Finding]:
+    """The tally and the first claims held and not held, ``other_lines`` fewer claims when the box
+    carries that many lines of its own."""
     verdicts = read(f"{chapter}_verdicts")
     counts = verdicts["verdict"].value_counts()
     tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0))
@@ -189,13 +191,21 @@ def _verdicts(read: Reader, chapter: str) -> list[Finding]:
     order = {NOT_REPRODUCED: 0, PARTLY: 1, NOT_MEASURED: 2}
     failed = verdicts[verdicts["verdict"].isin(order)].sort_values(
         "verdict", key=lambda v: v.map(order), kind="stable").head(MAX_CLAIMS_SHOWN)
-    for _, claim in pd.concat([held, failed]).iterrows():
+    for _, claim in pd.concat([held, failed]).head(2 * MAX_CLAIMS_SHOWN - other_lines).iterrows():
         section = claim.get("section")
         if not isinstance(section, str) or not section:
             section = f"ch{chapter}-verdicts"
         lines.append(Finding(f"*{claim['verdict'].capitalize()}:* {_plain(claim['claim'])} (ours: "
                              f"{_plain(claim['ours'])}; paper: {_plain(claim['paper'])}).", section))
     return lines
+
+
+def _training_data(read: Reader) -> list[Finding]:
+    data = read("03_training_data").set_index("part")
+    images = data["images"].max()
+    return [Finding(f"PeakPatch and NegFull trained on {_plain(data['source'].iloc[0])} ({images} images with "
+                    f"training data: {data.loc['NegCap captions (true)', 'rows']} NegCap captions, "
+                    f"{data.loc['NegMCQ questions', 'rows']} NegMCQ questions).", "ch03-data")]
 
 
 def _tables(read: Reader) -> list[Finding]:
@@ -250,6 +260,7 @@ def _performance(read: Reader, profile: str) -> list[Finding]:
 CHAPTER_FINDINGS: dict[str, Callable[[Reader, str], list[Finding]]] = {
     "00": lambda read, profile: _world(read), "01": lambda read, profile: _data(read),
     **{c: (lambda read, profile, c=c: _verdicts(read, c)) for c in VERDICT_CHAPTERS},
+    "03": lambda read, profile: _training_data(read) + _verdicts(read, "03", other_lines=1),
     "06": lambda read, profile: _tables(read), "90": _performance,
 }
 

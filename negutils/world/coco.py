@@ -23,6 +23,9 @@ class CocoSplit:
     categories: list[str]
     boxes: list[list[tuple[str, list[float]]]] | None = None  # (category, [x, y, w, h]) per image
     pixels_path: Path | None = None
+    # negation training data published with the images (NegBench's CC12M-NegCap / NegMCQ: frames by image
+    # index, ``negutils.benchmarks.cc12m``), read instead of built from annotations; None for annotated splits
+    released: dict | None = None
 
     def __len__(self) -> int:
         return len(self.image_ids)
@@ -54,8 +57,20 @@ class CocoSplit:
             return np.asarray(self.pixels()[indices])
         return LazyImages(self, indices)
 
+    def subset(self, indices, name: str) -> "CocoSplit":
+        """The images at ``indices`` (in that order) as a split called ``name``; their files stay where they are."""
+        indices = [int(i) for i in indices]
+        if self.pixels_path is not None:
+            raise ValueError(f"split {self.name!r} keeps its images in {self.pixels_path}, whose rows a subset would "
+                             "not match: subset a split read from image files")
+        pick = lambda values: [values[i] for i in indices]  # noqa: E731
+        return CocoSplit(name, self.image_root, pick(self.image_ids), pick(self.file_names), pick(self.objects),
+                         pick(self.captions), self.categories, pick(self.boxes) if self.boxes is not None else None)
+
     def pixels(self) -> np.ndarray:
-        """All images as uint8 [N, H, W, 3]: memory-mapped from pixels.npy when the split has one."""
+        """All images as uint8 [N, H, W, 3]: memory-mapped from pixels.npy when the split has one. Only
+        the embedded world's splits (one size, pixels.npy) should be read whole; real images stream
+        through ``images``."""
         if self.pixels_path is not None and self.pixels_path.exists():
             return np.load(self.pixels_path, mmap_mode="r")
         return np.stack([np.asarray(self.load_image(i)) for i in range(len(self))])
@@ -89,6 +104,9 @@ class LazyImages:
 
     def __len__(self) -> int:
         return len(self.indices)
+
+    def __iter__(self):
+        return (self.split.load_image(int(i)) for i in self.indices)
 
     def __getitem__(self, item):
         if isinstance(item, slice):

@@ -22,6 +22,8 @@ from ..core.offline import network_reachable, offline_requested
 REGISTRY: dict[str, dict] = {
     "coco2017_val_images": {"url": "http://images.cocodataset.org/zips/val2017.zip",
                             "md5": "442b8da7639aecaf257c1dceb8ba8c80"},
+    "coco2017_train_images": {"url": "http://images.cocodataset.org/zips/train2017.zip",
+                              "md5": "cced6f7f71b7629ddf16f17bbcfab6b2"},
     "coco2017_annotations": {"url": "http://images.cocodataset.org/annotations/annotations_trainval2017.zip",
                              "md5": "f4bbac642086de4f52a3fdda2de5fa2c"},
     "voc2007_test": {"url": "http://host.robots.ox.ac.uk/pascal/VOC/voc2007/VOCtest_06-Nov-2007.tar",
