@@ -143,6 +143,27 @@ def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_chapters, tmp
 
 
 @pytest.mark.notebooks
+def test_negbook_eval_fits_lcse_on_train2017_as_chapter_05_does_and_says_so(dry_run_chapters, tmp_path, capsys,
+                                                                            monkeypatch):
+    from negutils.methods.lcse import fit_calibration
+
+    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    for variable in inputs["env"]:
+        monkeypatch.delenv(variable, raising=False)
+    out, data_root = tmp_path / "results.jsonl", Path(inputs["env"]["COCO_IMAGE_ROOT"]).parent
+    assert negbook_eval.cli(["eval", "--model", "ViT-B-32", "--checkpoint", inputs["parameters"]["checkpoint"],
+                             "--profile", "gpu-dryrun", "--data-root", str(data_root),
+                             "--method", "lcse", "--lcse-calibration", "fit", "--benchmark", "valse",
+                             "--output", str(out)]) == 0
+    chapter = fit_calibration(read_results(PROFILE, "05_calibration_grid"))
+    printed = capsys.readouterr().out
+    assert f"LCSE (mu, beta) = ({chapter.mu:g}, {chapter.beta:g}) from grid search" in printed
+    assert "tests of COCO train2017 (pretrain subset), 24 images" in printed
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows and all(r["lcse_calibration"]["mu"] == chapter.mu for r in rows)
+
+
+@pytest.mark.notebooks
 def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_chapters, tmp_path, capsys):
     """The multi-GPU runner's feature extraction (README) on ViT-B-32 from a local checkpoint, two ranks on CPU,
     against the same command's one-process cache (run here: a third interpreter would only import torch again)."""

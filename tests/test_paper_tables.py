@@ -73,3 +73,29 @@ def test_every_book_table_has_paper_numbers():
         assert len(numbers[(numbers.paper == paper) & (numbers.table == table)]), (paper, table)
     with pytest.raises(ValueError, match="no numbers for PeakPatch Table 99"):
         beside_table("PeakPatch", "Table 99", {})
+
+
+def test_table_2s_trained_rows_take_the_lines_of_methods_trained_on_the_same_kind_of_data(tmp_path, monkeypatch):
+    from negutils.config import get_profile
+    from negutils.core.results import write_results
+    from negutils.report import training_domain
+
+    retrieval = pd.DataFrame([{"dataset": "coco", "split": "val", "task": "retrieval_negated", "method": m,
+                               "R@1": r1, "R@5": r5}
+                              for m, r1, r5 in (("PeakPatch (joint)", 0.3, 0.6), ("NegFull alpha=0.5", 0.2, 0.5))])
+    ours = our_values(pd.concat([_results(), retrieval], ignore_index=True), negfull="NegFull alpha=0.5")
+    table = beside_table("PeakPatch", "Table 2", {"coco": ours, "cc12m": ours}, {"cc12m": "w/o COCO"})
+
+    def lines(row):
+        return set(table[table.row == row]["source"])
+    assert lines("PeakPatch (COCO in-domain)") == {"paper", "coco"}
+    assert lines("PeakPatch (w/o COCO)") == lines("CLIP + NF (w/o COCO)") == {"paper", "cc12m"}
+    assert table[(table.row == "PeakPatch (w/o COCO)") & (table.source == "cc12m")]["COCO R@5"].item() == \
+        pytest.approx(60.0)
+    monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
+    profile = get_profile("smoke")
+    for source, domain in (("NegBench's released CC12M-NegCap / CC12M-NegMCQ under /data", "w/o COCO"),
+                           ("COCO train2017 (negtrain subset), 40 images", "in-domain")):
+        write_results(pd.DataFrame({"part": ["NegMCQ questions"], "rows": [3], "images": [3], "source": [source]}),
+                      profile, "03_training_data")
+        assert training_domain(profile) == domain

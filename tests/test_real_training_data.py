@@ -173,3 +173,17 @@ def test_negfull_and_peakpatch_train_on_either_source_streaming_variable_size_jp
     model, trained = train_peakpatch(features, data, PeakPatchConfig(epochs=2, batch_size=16, lr_ecn=1e-3,
                                                                      lr_scn=1e-3, dropout=0.0), progress=False)
     assert list(trained["epoch"]) == [0, 1, 2] and np.isfinite(trained["loss total"].iloc[1:]).all()  # 0: at init
+
+
+def test_chapters_00_to_06_reach_data_only_through_their_session():
+    """With the coco dataset's loader proven above never to build or read the glyph world, this closes the
+    proof for chapters 00-06 on the gpu profile and its dry run: none of them opens a split another way."""
+    import re
+
+    from negutils.run import NOTEBOOK_DIR
+
+    chapters = sorted(NOTEBOOK_DIR.glob("0[0-6]_*.md"))
+    assert len(chapters) == 7
+    for chapter in chapters:
+        found = re.findall(r"ensure_world|build_world|load_split\b|organism_session|world_root", chapter.read_text())
+        assert not found, (chapter.name, found)

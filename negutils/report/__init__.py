@@ -4,7 +4,7 @@ bootstrap intervals, performance, and the findings boxes and headline read from 
 The names chapters use, importable from here; everything else from its module."""
 from .findings import show_findings
 from .paper_tables import (ablation_table, agreement_summary, beside_table, best_negfull, BOOK_TABLES, has_results,
-                           highlight_differences, line_label, load_ours, NEGFULL)
+                           highlight_differences, line_label, load_ours, NEGFULL, training_domain)
 from .papers import (beside_paper, methods_beside_paper, our_numbers, paper_metric, paper_numbers, paper_value,
                      table2_pairs)
 from .performance import BOOK_BUDGET_SECONDS, notebook_times, ratio_summary, read_bench, sweep_summary
@@ -19,4 +19,4 @@ __all__ = ["ablation_table", "agreement_summary", "beside_paper", "beside_table"
            "line_label", "load_ours", "method_table", "methods_beside_paper", "NEGFULL", "notebook_times",
            "our_numbers", "paper_metric", "paper_numbers", "paper_value", "peakpatch_verdicts", "ratio_summary",
            "read_bench", "read_items", "record_evaluation", "show_findings", "sweep_summary", "table2_pairs",
-           "unified_findings", "unified_table"]
+           "training_domain", "unified_findings", "unified_table"]

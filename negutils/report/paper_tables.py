@@ -19,7 +19,8 @@ ROW_METHOD = {row: (method_label(m) if m in METHODS else m) for row, m in {
     "CLIP": "vanilla", "CLIP (baseline)": "vanilla", "CLIP ViT-B/32": "vanilla",
     "CLIP (ViT-B/32 LAION-2B)": "vanilla", "Holistic (CLIP)": "vanilla", "SigLIP2 (raw)": "vanilla",
     "PeakPatch": "peakpatch_joint", "PeakPatch (joint)": "peakpatch_joint", "Hybrid": "peakpatch_joint",
-    "PeakPatch (COCO in-domain)": "peakpatch_joint", "PeakPatch ViT-B/32": "peakpatch_joint",
+    "PeakPatch (COCO in-domain)": "peakpatch_joint", "PeakPatch (w/o COCO)": "peakpatch_joint",
+    "PeakPatch ViT-B/32": "peakpatch_joint",
     "ECN only": "ecn_only", "ECN": "ecn_only", "PeakPatch (ECN)": "ecn_only",
     "SCN only": "scn_only", "SCN": "scn_only", "w/o anchor": "no_anchor", "Detached SCN": "detached",
     "CLIP + NF": NEGFULL, "CLIP + NF (w/o COCO)": NEGFULL, "CLIP-NegFull": NEGFULL, "CLIP* (NegBench)": NEGFULL,
@@ -27,6 +28,10 @@ ROW_METHOD = {row: (method_label(m) if m in METHODS else m) for row, m in {
     "EC (ViT-B/32)": "ec", "KTN (ViT-B/32)": "ktn", "+ Proj (Dim 1)": "ktn_projection",
     "+ Ours (Dim 1+2)": "ktn", "LCSE (CLIP)": "lcse",
 }.items()}
+# paper rows of trained methods named by their training data: a line of ours stands under one only when our
+# methods learned from the same kind of data (``training_domain``)
+TRAINING_DOMAIN = {"PeakPatch (COCO in-domain)": "in-domain", "PeakPatch (w/o COCO)": "w/o COCO",
+                   "CLIP + NF (w/o COCO)": "w/o COCO"}
 # benchmarks that are analyses of one model (chapter 02's collapse measures, LCSE's strata): their
 # paper rows are labelled by condition, not by method
 ANALYSES = ("collapse", "factor_strata", "factor_nested")
@@ -105,10 +110,21 @@ def our_values(results: pd.DataFrame, near_ties: pd.DataFrame | None = None, str
         ["method", "benchmark", "metric"])
 
 
-def beside_table(paper: str, table: str, ours: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def training_domain(profile) -> str:
+    """What the profile's trained methods learned from, as PeakPatch Table 2 names it: "w/o COCO" for
+    NegBench's released CC12M sets, "in-domain" for images of the evaluation's own source (COCO
+    train2017, the world's negtrain), read from chapter 03's ``03_training_data``."""
+    source = read_results(profile, "03_training_data")["source"].iloc[0]
+    return "w/o COCO" if source.startswith("NegBench's released") else "in-domain"
+
+
+def beside_table(paper: str, table: str, ours: dict[str, pd.DataFrame],
+                 domains: dict[str, str] | None = None) -> pd.DataFrame:
     """One paper table as rows x columns with, under each paper row that one of our methods
     answers, a line per source in ``ours`` ({label: our_values frame}). Columns keep the paper's
-    order; our lines are in the paper's unit. Rows nothing of ours answers keep only the paper line."""
+    order; our lines are in the paper's unit. Rows nothing of ours answers keep only the paper line.
+    A row named by its training data (``TRAINING_DOMAIN``) gets a source's line only when
+    ``domains`` ({label: training_domain}, default "in-domain") says it learned from the same kind."""
     numbers = paper_numbers()
     numbers = numbers[(numbers["paper"] == paper) & (numbers["table"] == table)]
     if numbers.empty:
@@ -123,6 +139,8 @@ def beside_table(paper: str, table: str, ours: dict[str, pd.DataFrame]) -> pd.Da
         if method is None and not condition:
             continue
         for label, values in ours.items():
+            if row in TRAINING_DOMAIN and TRAINING_DOMAIN[row] != (domains or {}).get(label, "in-domain"):
+                continue
             # the analyses are of the vanilla model; their values carry no method
             analysed = in_analysis and (condition or method == method_label("vanilla"))
             lookup = values[values["method"].isna()] if analysed else values[values["method"] == method]
