@@ -84,7 +84,7 @@ class Session:
         if self.dataset == "embedded":
             return f"the embedded world's {name} split"
         if split.released is not None:
-            return f"NegBench's released CC12M-NegCap / CC12M-NegMCQ under {split.released['source']}"
+            return f"NegBench's released CC12M-NegCap / CC12M-NegMCQ, {len(split):,} images"
         real = {"val": "COCO val2017", "ood": "VOC2007 test"}.get(name, f"COCO train2017 ({name} subset)")
         return f"{real}, {len(split):,} images"
 

@@ -94,7 +94,7 @@ def test_table_2s_trained_rows_take_the_lines_of_methods_trained_on_the_same_kin
         pytest.approx(60.0)
     monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
     profile = get_profile("smoke")
-    for source, domain in (("NegBench's released CC12M-NegCap / CC12M-NegMCQ under /data", "w/o COCO"),
+    for source, domain in (("NegBench's released CC12M-NegCap / CC12M-NegMCQ, 30 images", "w/o COCO"),
                            ("COCO train2017 (negtrain subset), 40 images", "in-domain")):
         write_results(pd.DataFrame({"part": ["NegMCQ questions"], "rows": [3], "images": [3], "source": [source]}),
                       profile, "03_training_data")
