@@ -235,7 +235,9 @@ PROFILES["gpu-dryrun"] = dataclasses.replace(
                                                                                    ("double negation", 2),
                                                                                    ("commutativity", 4)),
                                                               compound_samples=5, nested_samples=5)),
-    peakpatch=dataclasses.replace(PROFILES["smoke"].peakpatch, protocols=("negbench",), negfull_alphas=(1.0,)),
+    # NegFull: one step of 8 published train2017 images, a code-path check of fine-tuning ViT-B-32 on real layouts
+    peakpatch=dataclasses.replace(PROFILES["smoke"].peakpatch, protocols=("negbench",), negfull_alphas=(1.0,),
+                                  negfull_images=8, negfull_batch_size=8),
     description="the gpu profile's path on CPU: ViT-B-32 (QuickGELU, 224 px, 77 tokens) from a random local "
                 "checkpoint, COCO / VOC / NegBench CSVs in their published layouts, at smoke sizes")
 
