@@ -78,7 +78,7 @@ def test_every_book_table_has_paper_numbers():
 def test_table_2s_trained_rows_take_the_lines_of_methods_trained_on_the_same_kind_of_data(tmp_path, monkeypatch):
     from negutils.config import get_profile
     from negutils.core.results import write_results
-    from negutils.report import training_domain
+    from negutils.report import table2_pairs, training_domain
 
     retrieval = pd.DataFrame([{"dataset": "coco", "split": "val", "task": "retrieval_negated", "method": m,
                                "R@1": r1, "R@5": r5}
@@ -92,6 +92,13 @@ def test_table_2s_trained_rows_take_the_lines_of_methods_trained_on_the_same_kin
     assert lines("PeakPatch (w/o COCO)") == lines("CLIP + NF (w/o COCO)") == {"paper", "cc12m"}
     assert table[(table.row == "PeakPatch (w/o COCO)") & (table.source == "cc12m")]["COCO R@5"].item() == \
         pytest.approx(60.0)
+    # chapter 03's pairs for the same rule: CLIP, then the rows of its training data
+    assert table2_pairs("NegFull alpha=0.5", "in-domain") == [
+        ("vanilla", "Table 10", "CLIP"), ("PeakPatch (joint)", "Table 2", "PeakPatch (COCO in-domain)")]
+    assert table2_pairs("NegFull alpha=0.5", "w/o COCO")[1:] == [
+        ("PeakPatch (joint)", "Table 2", "PeakPatch (w/o COCO)"),
+        ("NegFull alpha=0.5", "Table 2", "CLIP + NF (w/o COCO)")]
+    assert len(table2_pairs(None, "w/o COCO")) == 2
     monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
     profile = get_profile("smoke")
     for source, domain in (("NegBench's released CC12M-NegCap / CC12M-NegMCQ, 30 images", "w/o COCO"),

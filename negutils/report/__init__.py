@@ -4,9 +4,8 @@ bootstrap intervals, performance, and the findings boxes and headline read from 
 The names chapters use, importable from here; everything else from its module."""
 from .findings import show_findings
 from .paper_tables import (ablation_table, agreement_summary, beside_table, best_negfull, BOOK_TABLES, has_results,
-                           highlight_differences, line_label, load_ours, NEGFULL, training_domain)
-from .papers import (beside_paper, methods_beside_paper, our_numbers, paper_metric, paper_numbers, paper_value,
-                     table2_pairs)
+                           highlight_differences, line_label, load_ours, NEGFULL, table2_pairs, training_domain)
+from .papers import beside_paper, methods_beside_paper, our_numbers, paper_metric, paper_numbers, paper_value
 from .performance import BOOK_BUDGET_SECONDS, notebook_times, ratio_summary, read_bench, sweep_summary
 from .unified import format_unified, leaders, read_items, record_evaluation, unified_findings, unified_table
 from .verdicts import (collapse_measures, collapse_verdicts, ktn_verdicts, lcse_measures, lcse_verdicts,

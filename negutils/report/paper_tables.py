@@ -118,6 +118,18 @@ def training_domain(profile) -> str:
     return "w/o COCO" if source.startswith("NegBench's released") else "in-domain"
 
 
+def table2_pairs(negfull: str | None, domain: str) -> list[tuple[str, str, str]]:
+    """(our method, table, row) pairs for PeakPatch Table 2's negated retrieval: CLIP's row (Table 10's)
+    and the trained rows ``TRAINING_DOMAIN`` gives ``domain`` (``training_domain``), CLIP + NF's answered
+    by ``negfull``, the NegFull alpha chosen in chapter 03. Table 2 has no in-domain CLIP + NF row."""
+    pairs = [(ROW_METHOD["CLIP"], "Table 10", "CLIP")]
+    for row, kind in TRAINING_DOMAIN.items():
+        method = negfull if ROW_METHOD[row] == NEGFULL else ROW_METHOD[row]
+        if kind == domain and method is not None:
+            pairs.append((method, "Table 2", row))
+    return pairs
+
+
 def beside_table(paper: str, table: str, ours: dict[str, pd.DataFrame],
                  domains: dict[str, str] | None = None) -> pd.DataFrame:
     """One paper table as rows x columns with, under each paper row that one of our methods

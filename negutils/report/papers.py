@@ -50,22 +50,6 @@ def methods_beside_paper(results: pd.DataFrame, pairs: list[tuple[str, str, str]
     return pd.concat(frames, ignore_index=True)
 
 
-def table2_pairs(vanilla: str, peakpatch: str, negfull: str | None, released: bool) -> list[tuple[str, str, str]]:
-    """(our method, table, row) pairs for PeakPatch Table 2's negated retrieval, by what our trained
-    methods learned from: NegBench's released CC12M sets (``released``) answer the "w/o COCO" rows
-    (PeakPatch and CLIP + NF); training images from the evaluation's own source (COCO train2017 before
-    val2017, or the world's negtrain before its val) answer only "PeakPatch (COCO in-domain)", as
-    Table 2 has no in-domain CLIP + NF row. CLIP's own row is Table 10's either way."""
-    pairs = [(vanilla, "Table 10", "CLIP")]
-    if released:
-        pairs.append((peakpatch, "Table 2", "PeakPatch (w/o COCO)"))
-        if negfull is not None:
-            pairs.append((negfull, "Table 2", "CLIP + NF (w/o COCO)"))
-    else:
-        pairs.append((peakpatch, "Table 2", "PeakPatch (COCO in-domain)"))
-    return pairs
-
-
 # (our split, our task) -> the benchmark name the papers' rows use
 BENCHMARK_OF = {("val", "mcq"): "negbench_mcq_coco", ("ood", "mcq"): "negbench_mcq_voc",
                 ("val", "retrieval"): "negbench_retrieval_coco",
