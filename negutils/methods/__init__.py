@@ -5,8 +5,9 @@ method the book evaluates (``methods.registry``).
 The names chapters use, importable from here; everything else from its module."""
 from .ktn import EC_LAMBDA, KAPPA, NEUTRAL_TEXT, NEUTRAL_WORDS
 from .lcse import calibration_grid, closed_form_and, closed_form_not, lcse_correction, pairwise_evidence
-from .lcse_analysis import (ablation_rows, beside_paper, calibration_set, concept_detection_auc, evidence_strata,
-                            fit_on_split, operator_table, oracle_parses, parser_agreement)
+from .lcse_analysis import (ablation_rows, beside_paper, calibration_evidence, calibration_set, concept_detection_auc,
+                            evidence_strata, fit_on_evidence, fit_on_split, operator_table, oracle_parses,
+                            parser_agreement)
 from .negfull import fit_protocols
 from .parse_set import PARSE_SET, parse_set_summary, read_parse_set, score_parses
 from .parsing import keep_parses_on_disk, parse_captions, parse_table, parser_coverage, parser_key
@@ -24,15 +25,15 @@ from .training_data import benchmark_phrasing, check_truth, DEFAULT_PROTOCOL, ex
 from ..models.features import dense_bytes, extract_layer_sweep, extract_text_features, TextFeatures
 
 __all__ = ["ablation_rows", "attention_by_token_type", "benchmark_phrasing", "beside_paper", "build_scorer",
-           "calibration_grid", "calibration_set", "check_truth", "choose_design", "chosen_design", "closed_form_and",
-           "closed_form_not", "concept_detection_auc", "correction_summary", "DEFAULT_PROTOCOL", "dense_bytes",
-           "EC_LAMBDA", "ECN", "embedding_map", "evidence_strata", "examples", "export_peakpatch",
-           "extract_layer_sweep", "extract_text_features", "fit_on_split", "fit_protocols", "gallery_offsets",
-           "initial_cosine", "joint_peakpatch_scorer", "KAPPA", "keep_parses_on_disk", "layer_sweep",
-           "lcse_correction", "mcq_table", "method_id", "method_label", "near_tie_table", "negfull_label",
-           "NEUTRAL_TEXT", "NEUTRAL_WORDS", "operator_table", "oracle_parses", "pairwise_evidence",
-           "parameter_count", "parse_captions", "PARSE_SET", "parse_set_summary", "parse_table", "parser_agreement",
-           "parser_coverage", "parser_key", "PeakPatchConfig", "PeakTaps", "polarity_separation",
+           "calibration_evidence", "calibration_grid", "calibration_set", "check_truth", "choose_design",
+           "chosen_design", "closed_form_and", "closed_form_not", "concept_detection_auc", "correction_summary",
+           "DEFAULT_PROTOCOL", "dense_bytes", "EC_LAMBDA", "ECN", "embedding_map", "evidence_strata", "examples",
+           "export_peakpatch", "extract_layer_sweep", "extract_text_features", "fit_on_evidence", "fit_on_split",
+           "fit_protocols", "gallery_offsets", "initial_cosine", "joint_peakpatch_scorer", "KAPPA",
+           "keep_parses_on_disk", "layer_sweep", "lcse_correction", "mcq_table", "method_id", "method_label",
+           "near_tie_table", "negfull_label", "NEUTRAL_TEXT", "NEUTRAL_WORDS", "operator_table", "oracle_parses",
+           "pairwise_evidence", "parameter_count", "parse_captions", "PARSE_SET", "parse_set_summary", "parse_table",
+           "parser_agreement", "parser_coverage", "parser_key", "PeakPatchConfig", "PeakTaps", "polarity_separation",
            "prepare_negation_data", "protocol_findings", "protocol_table", "PROTOCOL_TASKS", "read_parse_set",
            "run_plan", "SCN", "score_corrections", "score_parses", "scorer_dict", "TextFeatures", "train_variants",
            "variant_label"]

@@ -97,27 +97,35 @@ def oracle_parses(factor: pd.DataFrame) -> dict[str, dict]:
     return out
 
 
-def fit_on_split(image_scorer, encode, tests: pd.DataFrame, split,
-                 betas=(10, 20, 30, 40, 50, 60)) -> tuple[Calibration, pd.DataFrame]:
-    """(mu, beta) for LCSE on ``encode`` and the grid it comes from: the grid maximum over pairwise
-    operator ``tests`` of ``split`` (from :func:`calibration_set`), with mu spanning the 5-95% range
-    of the concept similarities. LCSE App. A fits every backbone so, on COCO train2017;
-    :func:`beside_paper` sets the fit beside the paper's values."""
-    evidence = pairwise_evidence(LcseScorer(image_scorer, encode, Calibration(0.0, 1.0)), tests, split)
+def calibration_evidence(image_scorer, encode, tests: pd.DataFrame, split) -> dict:
+    """What a (mu, beta) grid and any single point on it are scored from, computed once: the pairwise
+    operator ``tests`` of ``split`` (from :func:`calibration_set`) under holistic scoring and the parses'
+    concept similarities (``pairwise_evidence``)."""
+    return pairwise_evidence(LcseScorer(image_scorer, encode, Calibration(0.0, 1.0)), tests, split)
+
+
+def fit_on_evidence(evidence: dict, betas=(10, 20, 30, 40, 50, 60)) -> tuple[Calibration, pd.DataFrame]:
+    """(mu, beta) for LCSE and the grid it comes from: the grid maximum over the calibration tests'
+    ``evidence``, with mu spanning the 5-95% range of the concept similarities. LCSE App. A fits every
+    backbone so, on COCO train2017; :func:`beside_paper` sets the fit beside the paper's values."""
     lo, hi = np.quantile(evidence["sims"], [0.05, 0.95])
     grid = calibration_grid(evidence, np.round(np.linspace(lo, hi, 13), 3), betas)
     return fit_calibration(grid), grid
 
 
-def beside_paper(image_scorer, encode, tests: pd.DataFrame, split, fit: Calibration,
-                 model_name: str | None) -> pd.DataFrame:
+def fit_on_split(image_scorer, encode, tests: pd.DataFrame, split,
+                 betas=(10, 20, 30, 40, 50, 60)) -> tuple[Calibration, pd.DataFrame]:
+    """:func:`fit_on_evidence` on the evidence of ``tests`` of ``split`` (:func:`calibration_evidence`)."""
+    return fit_on_evidence(calibration_evidence(image_scorer, encode, tests, split), betas)
+
+
+def beside_paper(evidence: dict, fit: Calibration, model_name: str | None, split_name: str) -> pd.DataFrame:
     """The fitted (mu, beta) and the LCSE paper's values for ``model_name``'s family (CLIP's for the
-    organism), each with its accuracy per operator on the same calibration ``tests``; ``used`` marks the
-    fit, which LCSE scores with."""
+    organism), each with its accuracy per operator on the same calibration tests (``evidence``, from
+    :func:`calibration_evidence` on split ``split_name``); ``used`` marks the fit, which LCSE scores with."""
     paper = default_calibration(model_name or "clip")
-    evidence = pairwise_evidence(LcseScorer(image_scorer, encode, Calibration(0.0, 1.0)), tests, split)
-    rows = [{"calibration": f"fit on {split.name} ({len(tests)} tests)", "mu": fit.mu, "beta": fit.beta,
-             **pairwise_accuracy_at(evidence, fit.mu, fit.beta).to_dict(), "used": True},
+    rows = [{"calibration": f"fit on {split_name} ({len(evidence['correct'])} tests)", "mu": fit.mu,
+             "beta": fit.beta, **pairwise_accuracy_at(evidence, fit.mu, fit.beta).to_dict(), "used": True},
             {"calibration": paper.source, "mu": paper.mu, "beta": paper.beta,
              **pairwise_accuracy_at(evidence, paper.mu, paper.beta).to_dict(), "used": False}]
     return pd.DataFrame(rows)
