@@ -5,6 +5,7 @@
 chapter's setup needs this module for everything that is about *its run* rather than a method."""
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, replace
 
@@ -16,6 +17,7 @@ from .benchmarks.published import with_published
 from .benchmarks.suite import Benchmarks, ensure_benchmarks
 from .benchmarks.tokenisation import check_tokenisation, tokenisation_report, tokenisation_summary
 from .config import Profile, dataset_root, get_profile
+from .core.cache import config_hash
 from .core.results import read_results, write_results
 from .models.backbone import Backbone, load_backbone
 from .models.pretrain import PretrainResult, ensure_pretrained, load_pretrained
@@ -126,11 +128,27 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
     else:
         model = load_backbone(prof.backbone, prof.pretrained, checkpoint=checkpoint, device=device)
         label = str(checkpoint or prof.pretrained)
-        sizes = ",".join(f"{n}={len(s)}" for n, s in sorted(splits.items()))
-        data_key = f"{prof.dataset}/{prof.negation_data}:{sizes}"
+        data_key = f"{prof.dataset}/{prof.negation_data}:" + ",".join(
+            f"{n}={split_content_key(s)}" for n, s in sorted(splits.items()))
     session = Session(prof, splits, model, label, data_key, run)
     model.keep_on_disk(session.outputs_dir)      # the chapters share what it encodes
     return session
+
+
+def split_content_key(split: CocoSplit) -> str:
+    """A hash of everything a split's benchmarks and cached outputs are computed from: its categories, its
+    images' ids and files, their objects, boxes and captions, and the negation data released with it. The
+    embedded world is keyed by its generating configuration instead; read data has none, and its sizes would
+    hand the benchmarks of corrected annotations, or of another dataset of the same size, the old cache."""
+    content = {"name": split.name, "categories": split.categories, "image_ids": split.image_ids,
+               "file_names": split.file_names, "objects": [sorted(o) for o in split.objects],
+               "captions": [[record["caption"] for record in records] for records in split.captions],
+               "boxes": split.boxes}
+    for name, frame in (split.released or {}).items():
+        if isinstance(frame, pd.DataFrame):
+            rows = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+            content[f"released {name}"] = [list(frame.columns), hashlib.sha256(rows.tobytes()).hexdigest()]
+    return config_hash(content, length=16)
 
 
 def load_splits(profile: Profile, names: tuple[str, ...] | None = None, coco_root: str | os.PathLike | None = None,

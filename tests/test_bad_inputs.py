@@ -379,3 +379,33 @@ def test_two_builders_racing_on_one_feature_cache_both_succeed(tmp_path):
     assert folders[0] == folders[1]
     merged = TextFeatures(folders[0])                      # whole: its records match what is on disk
     assert merged["final"].shape == (60, 64) and not list(tmp_path.glob("*/.shard-*"))
+
+
+# ----------------------------------------------------------------------------- caches keyed by content
+
+def test_corrected_captions_or_another_dataset_of_the_same_size_get_other_benchmarks(val, tmp_path):
+    """The coco dataset's benchmark and feature caches are keyed by the splits' content: a caption corrected
+    in captions_val2017.json, or another dataset with as many images, is a new key, never the old cache."""
+    import json
+
+    from negutils.benchmarks.suite import BenchmarkConfig, ensure_benchmarks
+    from negutils.session import split_content_key
+    from negutils.world.published import read_coco_val, write_coco_layout
+
+    root = write_coco_layout(val, tmp_path / "coco")
+    before = read_coco_val(root)
+    captions_file = root / "annotations" / "captions_val2017.json"
+    captions = json.loads(captions_file.read_text())
+    captions["annotations"][0]["caption"] = "a corrected caption of the first image."
+    captions_file.write_text(json.dumps(captions))
+    after = read_coco_val(root)
+    assert len(after) == len(before) and split_content_key(after) != split_content_key(before)
+    other = read_coco_val(write_coco_layout(val, tmp_path / "other", id_offset=1_000))
+    assert len(other) == len(before) and split_content_key(other) != split_content_key(before)
+    assert split_content_key(read_coco_val(root)) == split_content_key(after)        # and stable when unchanged
+    config = BenchmarkConfig()
+    old = ensure_benchmarks(before, config, tmp_path / "cache", split_content_key(before))
+    new = ensure_benchmarks(after, config, tmp_path / "cache", split_content_key(after))
+    assert old.root != new.root
+    assert "a corrected caption of the first image." in set(new.retrieval_affirmative["query"])
+    assert "a corrected caption of the first image." not in set(old.retrieval_affirmative["query"])

@@ -432,8 +432,14 @@ def test_an_export_rebuilds_the_scorer_and_refuses_other_backbones_and_bad_files
     assert loaded.name == scorer.name and (loaded.l_p, loaded.l_a) == (6, 3) and loaded.model.variant == "no_anchor"
     captions = ["a cat", "no cat", "a star without a cup"]
     assert torch.equal(loaded.score(data.images[:3], captions), scorer.score(data.images[:3], captions))
-    with pytest.raises(ValueError, match="trained on other weights"):
+    with pytest.raises(ValueError, match="trained on other weights.*its text tower's"):
         load_peakpatch(path, load_backbone("negbook-tiny", seed=1))
+    retowered = load_backbone("negbook-tiny")               # the same text tower, another image tower
+    with torch.no_grad():
+        for parameter in retowered.model.visual.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    with pytest.raises(ValueError, match=r"trained on other weights.*differ, its image tower's by up to"):
+        load_peakpatch(path, retowered)
     with pytest.raises(ValueError, match="text width 64 there, 256 here, embedding size 64 there, 256 here"):
         load_peakpatch(path, load_backbone("negbook-organism"))
     blob = torch.load(path, weights_only=True)
