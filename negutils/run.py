@@ -17,12 +17,16 @@ import argparse
 import ast
 import contextlib
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -47,7 +51,11 @@ class NotebookFailed(RuntimeError):
 
 
 def notebook_sources(only: list[str] | None = None) -> list[Path]:
+    """The book's chapters in order, or only those named in ``only`` (None: all of them). An empty
+    ``only`` is an error: ``--only`` given no names would otherwise run the whole book."""
     sources = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.md"))
+    if only is not None and not only:
+        raise ValueError(f"--only needs at least one chapter name; the chapters are {[s.stem for s in sources]}")
     if only:
         wanted = {Path(o).stem for o in only}
         unknown = wanted - {s.stem for s in sources}
@@ -83,29 +91,149 @@ def read_notebook(source: Path):
     return jupytext.read(source, fmt="md:myst")
 
 
-def declared_parameters(notebook, name: str = "") -> list[str]:
-    """The names the notebook's ``parameters`` cell assigns, in order (what papermill may set)."""
+def _parameters_cell(notebook, name: str) -> list[ast.stmt]:
+    """The statements of the notebook's cell tagged ``parameters``."""
     cells = [c for c in notebook.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
     if not cells:
         raise NotebookFailed(f"notebook {name} has no code cell tagged 'parameters'; papermill could not inject the "
                              "profile")
-    names = []
-    for statement in ast.parse(cells[0].source).body:
-        targets = statement.targets if isinstance(statement, ast.Assign) else \
-            [statement.target] if isinstance(statement, ast.AnnAssign) else []
-        names += [t.id for t in targets if isinstance(t, ast.Name)]
-    return names
+    return ast.parse(cells[0].source).body
 
 
-def check_parameters(parameters: dict, sources: list[Path]) -> None:
-    """Every parameter must be declared by at least one of the notebooks run: papermill only warns
-    about an unknown name and runs with the defaults, so a typo (``-p profle=gpu``) would silently
-    run the default profile."""
-    declared = {name for source in sources for name in declared_parameters(read_notebook(source), source.name)}
-    unknown = sorted(set(parameters) - declared)
+def declared_parameters(notebook, name: str = "") -> list[str]:
+    """The names the notebook's ``parameters`` cell assigns, in order (what papermill may set)."""
+    return list(parameter_types(notebook, name))
+
+
+@dataclass(frozen=True)
+class ParameterType:
+    """What a ``parameters`` cell declares a parameter to hold: a ``kind`` (bool, int, float or str),
+    or None too where ``optional``."""
+    kind: type
+    optional: bool = False
+
+    def __str__(self) -> str:
+        text = "bool (true/false/1/0/yes/no, any case)" if self.kind is bool else self.kind.__name__
+        return text + (" or None" if self.optional else "")
+
+    def convert(self, value):
+        """``value`` as this type: text (what ``-p`` gives) is parsed, any other value must already be one
+        (an int stands for a float); where ``optional``, the text None is None. Raises ValueError."""
+        if self.optional and (value is None or value == "None"):
+            return None
+        if isinstance(value, str) and self.kind is not str:
+            value = self._parse(value)
+        elif self.kind is float and type(value) is int:
+            value = float(value)
+        if type(value) is not self.kind:      # type, not isinstance: a bool is no int here
+            raise ValueError(f"{value!r} is no {self.kind.__name__}")
+        if self.kind is float and not math.isfinite(value):
+            raise ValueError(f"{value!r} is not finite")
+        return value
+
+    def _parse(self, text: str):
+        if self.kind is bool:
+            if text.strip().lower() not in BOOL_TEXT:
+                raise ValueError(f"{text!r} is none of {sorted(BOOL_TEXT)}")
+            return BOOL_TEXT[text.strip().lower()]
+        return self.kind(text)
+
+
+PARAMETER_KINDS = {"bool": bool, "int": int, "float": float, "str": str}
+BOOL_TEXT = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+# an annotation the runner reads: ``T``, or ``T | None``, ``None | T``, ``Optional[T]`` for a None default
+ANNOTATIONS = ((r"(\w+)", False), (r"(\w+)\|None", True), (r"None\|(\w+)", True), (r"Optional\[(\w+)\]", True))
+
+
+def parameter_types(notebook, name: str = "") -> dict[str, ParameterType]:
+    """{parameter: its type} as the notebook's ``parameters`` cell declares them, in order: the annotation's
+    type where there is one, else the default's (a None default: str or None)."""
+    types = {}
+    for statement in _parameters_cell(notebook, name):
+        if isinstance(statement, ast.Assign):
+            targets, annotation = statement.targets, None
+        elif isinstance(statement, ast.AnnAssign):
+            targets, annotation = [statement.target], statement.annotation
+        else:
+            continue
+        for target in (t for t in targets if isinstance(t, ast.Name)):
+            types[target.id] = _declared_type(statement.value, annotation, f"{name}'s parameter {target.id}")
+    return types
+
+
+def _declared_type(default: ast.expr | None, annotation: ast.expr | None, where: str) -> ParameterType:
+    """The type an assignment in a parameters cell declares; ``where`` names it in the error."""
+    none_default = isinstance(default, ast.Constant) and default.value is None
+    if annotation is not None:
+        text = ast.unparse(annotation).replace(" ", "")
+        kind, optional = next(((m.group(1), optional) for pattern, optional in ANNOTATIONS
+                               if (m := re.fullmatch(pattern, text))), (text, False))
+    elif none_default:
+        kind, optional = "str", True
+    else:
+        try:
+            kind, optional = type(ast.literal_eval(default)).__name__, False
+        except (ValueError, TypeError, SyntaxError):
+            kind, optional = "an expression", False
+    if kind not in PARAMETER_KINDS:
+        raise NotebookFailed(f"notebook {where} is declared as {ast.unparse(annotation or default)}: the runner "
+                             f"sets parameters of type {', '.join(PARAMETER_KINDS)} (a None default may be annotated "
+                             "as one of them, e.g. `int | None`)")
+    return ParameterType(PARAMETER_KINDS[kind], optional or none_default)
+
+
+def chapter_parameter_types(sources: list[Path]) -> dict[str, dict[str, ParameterType]]:
+    """{chapter: {parameter: type}} of the chapters in ``sources``."""
+    return {source.stem: parameter_types(read_notebook(source), source.name) for source in sources}
+
+
+def typed_parameters(parameters: dict, declared: dict[str, dict[str, ParameterType]]) -> dict:
+    """``parameters`` converted to the types the chapters' ``parameters`` cells declare (``declared``, from
+    ``chapter_parameter_types``). Every parameter must be declared by at least one of them: papermill only
+    warns about an unknown name and runs with the defaults, so a typo (``-p profle=gpu``) would silently run
+    the default profile. And text must become the declared type: ``-p full_sweep=false`` injected as the
+    string "false" is true in the chapter."""
+    names = {name for types in declared.values() for name in types}
+    unknown = sorted(set(parameters) - names)
     if unknown:
         raise ValueError(f"parameter(s) {unknown} are declared by no notebook run here; the notebooks declare "
-                         f"{sorted(declared)}")
+                         f"{sorted(names)}")
+    return {name: _typed(name, value, declared) for name, value in parameters.items()}
+
+
+def _typed(name: str, value, declared: dict[str, dict[str, ParameterType]]):
+    """``value`` as the one type every chapter declaring ``name`` gives it."""
+    chapters_of = defaultdict(list)
+    for chapter, types in declared.items():
+        if name in types:
+            chapters_of[types[name]].append(chapter)
+    if len(chapters_of) > 1:
+        raise ValueError(f"parameter {name} is declared with different types, so no one value suits every chapter: "
+                         + "; ".join(f"{kind} by {', '.join(chapters)}" for kind, chapters in chapters_of.items()))
+    [(kind, chapters)] = chapters_of.items()
+    try:
+        return kind.convert(value)
+    except ValueError as err:
+        raise ValueError(f"parameter {name}={value!r} is not of type {kind}, which chapter{'s' * (len(chapters) > 1)} "
+                         f"{', '.join(chapters)} declare{'s' * (len(chapters) == 1)} for it ({err})") from None
+
+
+# the parameters the runner sets itself, and the flag that sets each: a -p for one of them must agree
+RUNNER_SET = {"profile": "--profile"}
+
+
+def notebook_parameters(profile: str, parameters: dict, sources: list[Path]) -> dict:
+    """What the chapters in ``sources`` are given: ``parameters`` (``-p``) as their declared types, beside
+    the ones the runner sets itself. Raises before anything runs on a bad one."""
+    declared = chapter_parameter_types(sources)
+    runner = typed_parameters({"profile": profile}, declared)
+    given = typed_parameters(parameters, declared)
+    for name in sorted(runner.keys() & given.keys()):
+        if given[name] != runner[name]:
+            # a -p profile would run one profile's notebooks on another's staging and artifacts
+            raise ValueError(f"parameter {name}={parameters[name]!r} disagrees with {RUNNER_SET[name]} "
+                             f"{runner[name]}: the runner sets {name} from {RUNNER_SET[name]}, give it there")
+    return {**runner, **given}
 
 
 def execute_notebook(source: Path, output: Path, parameters: dict, cwd: Path = NOTEBOOK_DIR,
@@ -176,15 +304,13 @@ def build_book(stage: Path, book_out: Path) -> Path:
     return index
 
 
-def _parse_parameter(text: str) -> tuple[str, object]:
+def _parse_parameter(text: str) -> tuple[str, str]:
+    """A ``-p name=value`` as (name, the value's text): the text becomes the type the chapters declare
+    (``typed_parameters``), not whatever Python literal it happens to read as."""
     if "=" not in text:
         raise ValueError(f"parameter {text!r} must look like name=value")
     name, raw = text.split("=", 1)
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        value = raw  # a bare string such as ViT-B-32
-    return name.strip(), value
+    return name.strip(), raw
 
 
 def _record_times(times_csv: Path, times: list[dict], keep_others: bool) -> None:
@@ -251,8 +377,7 @@ def run(profile: str, only: list[str] | None = None, parameters: dict | None = N
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (got {jobs})")
     artifacts = prof.artifacts_dir()
-    params = {"profile": profile, **(parameters or {})}
-    check_parameters(params, notebook_sources(only))          # before anything is staged or executed
+    params = notebook_parameters(profile, parameters or {}, notebook_sources(only))   # before anything is staged
     stage = stage_book(artifacts / "book_src", keep_chapters=bool(only))
     environment = {}
     if prof.dry_run:            # the kernels inherit the environment that points them at the dry run's files
@@ -355,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="cpu", help="smoke | cpu | gpu | gpu-dryrun (default cpu)")
     parser.add_argument("--only", nargs="*", help="run only these notebooks (names without .md)")
     parser.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
-                        help="extra notebook parameter, papermill style (repeatable)")
+                        help="a notebook parameter, as the type its chapters' parameters cell declares "
+                        "(repeatable; the profile is --profile's)")
     parser.add_argument("--book-out", type=Path, help="folder that receives _build/html "
                         "(default: book/ for cpu, artifacts/<profile>/book otherwise)")
     parser.add_argument("--no-book", action="store_true", help="execute the notebooks but do not build the book")
