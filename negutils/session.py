@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from .benchmarks.cc12m import read_cc12m_negations
-from .benchmarks.published import with_published
+from .benchmarks.published import published_files, with_published
 from .benchmarks.suite import Benchmarks, ensure_benchmarks
 from .benchmarks.tokenisation import check_tokenisation, tokenisation_report, tokenisation_summary
 from .config import Profile, dataset_root, get_profile
@@ -60,15 +60,20 @@ class Session:
     def benchmarks(self, splits: tuple[str, ...] = ("val", "ood"), accept_identical_options: bool = False
                    ) -> dict[str, Benchmarks]:
         """Every benchmark of these splits (those the dataset has), built once and cached. On the
-        ``coco`` dataset with ``$NEGBENCH_CSV_DIR`` set, NegBench's published CSVs found there replace
-        the book's own MCQ and retrieval sets (``negutils.benchmarks.published``). Each split's
-        ``tokenisation`` reports, per file, the captions this backbone's tokenizer cuts at its context
-        and the option sets it makes identical (an error unless ``accept_identical_options``)."""
+        ``coco`` dataset with ``$NEGBENCH_CSV_DIR`` set, NegBench's published CSVs there replace the
+        book's own MCQ and retrieval sets (``negutils.benchmarks.published``; a missing one is an error,
+        raised before anything is built), and each result row's ``source`` says which was scored. Each
+        split's ``tokenisation`` reports, per file, the captions this backbone's tokenizer cuts at its
+        context and the option sets it makes identical (an error unless ``accept_identical_options``)."""
+        wanted = [s for s in splits if s in self.splits]
+        published = {}
+        if self.dataset == "coco" and os.environ.get("NEGBENCH_CSV_DIR"):
+            published = {s: published_files(dataset_root("NEGBENCH_CSV_DIR"), s) for s in wanted}
         out = {}
-        for s in (s for s in splits if s in self.splits):
+        for s in wanted:
             bench = ensure_benchmarks(self.splits[s], self.profile.benchmarks, self.profile.artifacts_dir(),
                                       self.data_key)
-            if self.dataset == "coco" and os.environ.get("NEGBENCH_CSV_DIR"):
+            if s in published:
                 bench = with_published(bench, dataset_root("NEGBENCH_CSV_DIR"), self.splits[s])
             if self.backbone is not None:        # chapter 07's sweep session brings its backbones later
                 report = check_tokenisation(tokenisation_report(bench, self.backbone), accept_identical_options)

@@ -409,3 +409,47 @@ def test_corrected_captions_or_another_dataset_of_the_same_size_get_other_benchm
     assert old.root != new.root
     assert "a corrected caption of the first image." in set(new.retrieval_affirmative["query"])
     assert "a corrected caption of the first image." not in set(old.retrieval_affirmative["query"])
+
+
+# ----------------------------------------------------------------------------- nothing substituted silently
+
+_PUBLISHED_VAL = ["COCO_val_mcq_llama3.1_rephrased.csv", "COCO_val_retrieval.csv",
+                  "COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv"]
+
+
+@pytest.mark.parametrize("files,message", [
+    (_PUBLISHED_VAL[1:], r"lacks the published files of split 'val': COCO_val_mcq_llama3.1_rephrased.csv\. "
+                         r"It holds 2 files"),
+    (_PUBLISHED_VAL[:2] + ["COCO_val_negated_retrieval_llama3.1_rephrased_affneg_false.csv"],
+     r"affneg_true.csv \(there is COCO_val_negated_retrieval_llama3.1_rephrased_affneg_false.csv\)"),
+    ([_PUBLISHED_VAL[0].lower()] + _PUBLISHED_VAL[1:], r"rephrased.csv \(there is coco_val_mcq_llama3.1"),
+    ([], r"lacks the published files of split 'val': COCO_val_mcq.*It holds 0 files\. Name the published files"),
+])
+def test_a_published_folder_missing_a_file_is_an_error_not_the_books_own_benchmark(tmp_path, files, message):
+    from negutils.benchmarks.published import published_files
+
+    for name in files:
+        (tmp_path / name).write_text("")
+    with pytest.raises(FileNotFoundError, match=message):
+        published_files(tmp_path, "val")
+    for name in _PUBLISHED_VAL:
+        (tmp_path / name).write_text("")
+    assert sorted(p.name for p in published_files(tmp_path, "val").values()) == sorted(_PUBLISHED_VAL)
+
+
+def test_every_result_row_names_the_source_of_its_items(val, tmp_path):
+    """A row scored on a published file names the file; a row on the book's own construction says ``built``,
+    so a table never passes one off as the other."""
+    from pathlib import Path
+
+    from negutils.benchmarks.suite import BenchmarkConfig, ensure_benchmarks, evaluate_methods
+
+    bench = ensure_benchmarks(val, BenchmarkConfig(), tmp_path, "tiny-world")
+    bench.files = {"mcq": Path("/data/negbench/COCO_val_mcq_llama3.1_rephrased.csv")}
+    scorer = ConstantScorer()
+    results = evaluate_methods({"constant": scorer}, {"val": bench}, {"val": val}, "embedded", "toy", "test",
+                               retention_reference=scorer)
+    source = results.set_index("task")["source"]
+    assert source["mcq"] == "COCO_val_mcq_llama3.1_rephrased.csv"
+    assert results["source"].notna().all() and len(results) > 5
+    assert set(source.drop("mcq")) == {"built"}

@@ -276,9 +276,9 @@ def test_unknown_notebook_is_rejected():
         runner.notebook_sources(["42_missing"])
 
 
-def test_parameters_parse_like_papermill():
+def test_a_parameter_splits_at_its_first_equals_sign_and_keeps_its_text_for_typing():
     assert runner._parse_parameter("backbone=ViT-B-32") == ("backbone", "ViT-B-32")
-    assert runner._parse_parameter("rate=0.01") == ("rate", 0.01)
+    assert runner._parse_parameter("rate=0.01") == ("rate", "0.01")      # typed by its parameters cell later
     with pytest.raises(ValueError, match="name=value"):
         runner._parse_parameter("oops")
 

@@ -253,12 +253,19 @@ def evaluate_confusion(scorer: Scorer, galleries: pd.DataFrame, split: CocoSplit
             "chance mAP": float(np.mean([y.mean() for y, _ in groups]))}
 
 
-def result_row(dataset: str, split: str, model: str, pretrained: str, task: str, metrics: dict) -> dict:
-    """One result in CLIP_benchmark's shape, with the ``split`` beside the ``dataset`` name."""
+# the columns of a results row that say what was measured, not a measurement (``results_frame``'s other columns)
+ROW_KEYS = ("dataset", "split", "model", "pretrained", "task", "source", "method")
+
+
+def result_row(dataset: str, split: str, model: str, pretrained: str, task: str, metrics: dict,
+               source: str | None = None) -> dict:
+    """One result in CLIP_benchmark's shape, with the ``split`` beside the ``dataset`` name and, from the
+    benchmark suite, the ``source`` of the items scored (``Benchmarks.source``: a published file or ``built``)."""
     if "/" in str(dataset):
         raise ValueError(f"dataset {dataset!r}: name the dataset only ('embedded', 'coco'); "
                          f"the split goes in its own argument")
-    return {"dataset": dataset, "split": split, "model": model, "pretrained": pretrained, "task": task,
+    where = {} if source is None else {"source": source}
+    return {"dataset": dataset, "split": split, "model": model, "pretrained": pretrained, "task": task, **where,
             "metrics": metrics}
 
 

@@ -16,6 +16,7 @@ produces the same columns, with paths under a root that does not exist on this m
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import os
 from dataclasses import replace
@@ -49,8 +50,25 @@ def _file_names(split: str) -> dict[str, str]:
 
 
 def published_files(csv_dir: str | os.PathLike, split: str) -> dict[str, Path]:
-    """{benchmark name: path} of the published files for ``split`` (``val`` or ``ood``) present in ``csv_dir``."""
-    return {name: Path(csv_dir) / file for name, file in _file_names(split).items() if (Path(csv_dir) / file).exists()}
+    """{benchmark name: path} of the published files for ``split`` (``val`` or ``ood``) in ``csv_dir``. A
+    folder named for NegBench's files holds every one of them or is an error naming those missing, with the
+    file there whose name is nearest (another case, NegBench's ``affneg_false`` variant): the book scoring
+    its own benchmark for a missing file would report it beside NegBench's numbers as if it were theirs."""
+    folder = Path(csv_dir)
+    if not folder.is_dir():
+        raise NotADirectoryError(f"NegBench's CSV folder {folder} is not a folder")
+    expected = {name: folder / file for name, file in _file_names(split).items()}
+    missing = [path.name for path in expected.values() if not path.is_file()]
+    if missing:
+        present = sorted(p.name for p in folder.iterdir() if p.is_file())
+        nearest = {file: difflib.get_close_matches(file, present, n=1, cutoff=0.8) for file in missing}
+        hints = "; ".join(f"{file}" + (f" (there is {near[0]})" if near else "") for file, near in nearest.items())
+        listing = ", ".join(present[:6]) + (" ..." if len(present) > 6 else "")
+        raise FileNotFoundError(f"NegBench's CSV folder {folder} lacks the published files of split {split!r}: "
+                                f"{hints}. It holds {len(present)} files{': ' + listing if present else ''}. Name "
+                                "the published files exactly (NegBench's datasets.md), or unset $NEGBENCH_CSV_DIR "
+                                "to score the book's own benchmarks")
+    return expected
 
 
 def _image_ids(paths: list[str], split: CocoSplit, source: Path, column: str) -> list[int]:

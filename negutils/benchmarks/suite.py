@@ -68,6 +68,11 @@ class Benchmarks:
         """The file benchmark ``name`` was read from."""
         return Path(self.files.get(name, Path(self.root) / f"{name}.csv"))
 
+    def source(self, name: str) -> str:
+        """Where benchmark ``name``'s items come from, as every result row on it records: a published file's
+        name (NegBench's CSVs), or ``built`` (the book's own construction from the split's annotations)."""
+        return self.files[name].name if name in self.files else "built"
+
     def sizes(self) -> pd.DataFrame:
         return pd.DataFrame([{"split": self.split, "benchmark": n, "samples": len(getattr(self, n))} for n in NAMES])
 
@@ -127,12 +132,13 @@ def evaluate_benchmarks(scorer, bench: Benchmarks, split: CocoSplit, dataset: st
     split_name = bench.split if split_name is None else split_name
     rows = []
 
-    def run(task, evaluate, *args, **kwargs):
+    def run(task, benchmark, evaluate, *args, **kwargs):
         if tasks is not None and task not in tasks:
             return
         outcomes = {}
         rows.append(result_row(dataset, split_name, model, pretrained, task,
-                               {"method": scorer.name, **evaluate(*args, **kwargs, items=outcomes)}))
+                               {"method": scorer.name, **evaluate(*args, **kwargs, items=outcomes)},
+                               source=bench.source(benchmark)))
         if items is not None:
             items.update({(scorer.name, dataset, split_name, task, metric): v for metric, v in outcomes.items()})
 
@@ -144,21 +150,21 @@ def evaluate_benchmarks(scorer, bench: Benchmarks, split: CocoSplit, dataset: st
         scores["retrieval_affirmative"] = retrieval_scores(scorer, bench.retrieval_affirmative, split)
     if negated and wanted("retrieval_negated", "retrieval_negated_any"):
         scores["retrieval_negated"] = retrieval_scores(scorer, bench.retrieval_negated, split)
-    run("mcq", evaluate_mcq, scorer, bench.mcq, split)
+    run("mcq", "mcq", evaluate_mcq, scorer, bench.mcq, split)
     if affirmative:
-        run("retrieval", evaluate_retrieval, scorer, bench.retrieval_affirmative, split,
+        run("retrieval", "retrieval_affirmative", evaluate_retrieval, scorer, bench.retrieval_affirmative, split,
             scores=scores.get("retrieval_affirmative"))
     if negated:
-        run("retrieval_negated", evaluate_retrieval, scorer, bench.retrieval_negated, split, source_only=True,
-            scores=scores.get("retrieval_negated"))
-        run("retrieval_negated_any", evaluate_retrieval, scorer, bench.retrieval_negated, split,
+        run("retrieval_negated", "retrieval_negated", evaluate_retrieval, scorer, bench.retrieval_negated, split,
+            source_only=True, scores=scores.get("retrieval_negated"))
+        run("retrieval_negated_any", "retrieval_negated", evaluate_retrieval, scorer, bench.retrieval_negated, split,
             scores=scores.get("retrieval_negated"))
     for name, frame in (("confusion_2c", bench.confusion_2c), ("confusion_3c", bench.confusion_3c)):
         if len(frame):
-            run(name, evaluate_confusion, scorer, frame, split)
+            run(name, name, evaluate_confusion, scorer, frame, split)
     for name, frame in bench.factor.groupby("split", sort=False):
-        run(f"factor_{name}", evaluate_pairwise, scorer, frame, split, group="test")
-    run("valse_existence", evaluate_pairwise, scorer, bench.existence, split, group="negated_is_correct")
+        run(f"factor_{name}", "factor", evaluate_pairwise, scorer, frame, split, group="test")
+    run("valse_existence", "existence", evaluate_pairwise, scorer, bench.existence, split, group="negated_is_correct")
     return rows
 
 
@@ -173,8 +179,9 @@ def evaluate_methods(scorers: dict, bench: dict, splits: dict, dataset: str, mod
 
     rows, reference_scores = [], {}
 
-    def add(name, split_name, task, metrics, outcomes):
-        rows.append(result_row(dataset, split_name, model, pretrained, task, {"method": name, **metrics}))
+    def add(name, split_name, task, metrics, outcomes, benchmark):
+        rows.append(result_row(dataset, split_name, model, pretrained, task, {"method": name, **metrics},
+                               source=bench[split_name].source(benchmark)))
         if items is not None:
             items.update({(name, dataset, split_name, task, m): v for m, v in outcomes.items()})
 
@@ -193,8 +200,9 @@ def evaluate_methods(scorers: dict, bench: dict, splits: dict, dataset: str, mod
             add(name, "val", "retention", evaluate_retention(scorer, retention_reference, queries, splits["val"],
                                                              items=outcomes, scores=scores.get("retrieval_affirmative"),
                                                              reference_scores=reference_scores["affirmative"]),
-                outcomes)
+                outcomes, "retrieval_affirmative")
         if "ood" in bench and "mcq" in ood_tasks:
             outcomes = {}
-            add(name, "ood", "mcq", evaluate_mcq(scorer, bench["ood"].mcq, splits["ood"], items=outcomes), outcomes)
+            add(name, "ood", "mcq", evaluate_mcq(scorer, bench["ood"].mcq, splits["ood"], items=outcomes), outcomes,
+                "mcq")
     return results_frame(rows)
