@@ -174,11 +174,25 @@ def build_mcq(split: CocoSplit, config: MCQConfig = MCQConfig(), rephraser: Reph
     return pd.DataFrame(rows)
 
 
-def negbench_position_types(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add ``caption_k_type`` to a published NegBench CSV (correct first, then hybrid, positive,
-    negative), which is how NegBench's own evaluation reads wrong-answer types."""
-    if (frame["correct_answer"] != 0).any():
-        return frame  # not in NegBench's published layout: the types cannot be inferred
+# How a NegBench MCQ file without ``caption_k_type`` columns orders its options: NegBench's benchmark files
+# ("published") put the correct answer first and the wrong ones in NEGBENCH_WRONG_ORDER, so the position gives the
+# type; its create_mcq.py output ("shuffled", CC12M-NegMCQ) shuffles all four, whose wrong types are then unknown.
+MCQ_LAYOUTS = ("published", "shuffled")
+
+
+def negbench_position_types(frame: pd.DataFrame, source: str | os.PathLike = "") -> pd.DataFrame:
+    """Add ``caption_k_type`` to a NegBench MCQ CSV in its published layout (correct first, then hybrid,
+    positive, negative), which is how NegBench's own evaluation reads wrong-answer types. A row whose
+    correct answer sits elsewhere is an error naming it: the file is not in that layout, and reading
+    its options by position would count wrong picks under the wrong types."""
+    elsewhere = np.flatnonzero(frame["correct_answer"].to_numpy() != 0)
+    if len(elsewhere):
+        row = int(elsewhere[0])
+        raise BenchmarkFileError(
+            f"{source}: row {row} has correct_answer {frame['correct_answer'].iloc[row]} ({len(elsewhere)} of "
+            f"{len(frame)} rows have it outside column 0); NegBench's published MCQ layout puts the correct answer in "
+            f"column 0 and the {'/'.join(NEGBENCH_WRONG_ORDER)} options after it, which is how the options' types "
+            "are read: read a file that shuffles its options with layout='shuffled' (no types)")
     frame = frame.copy()
     frame["caption_0_type"] = "correct"
     for k, kind in enumerate(NEGBENCH_WRONG_ORDER, start=1):
@@ -218,14 +232,23 @@ def read_benchmark_csv(path: Path, columns: list[str], what: str) -> pd.DataFram
 
 
 def read_mcq_csv(path: str | os.PathLike, image_root: str | os.PathLike | None = None,
-                 check_images: bool = False, templates: tuple[str, ...] = TEMPLATES) -> pd.DataFrame:
+                 check_images: bool = False, templates: tuple[str, ...] = TEMPLATES,
+                 layout: str | None = None) -> pd.DataFrame:
     """Read a NegBench MCQ CSV (ours or the published ones) and validate it; ``templates`` are the
     correct-answer templates it may hold (CC12M-NegMCQ adds ``modified_positive``).
+
+    A file with ``caption_k_type`` columns (ours) keeps them; without, ``layout`` (``MCQ_LAYOUTS``)
+    says how its options are ordered: ``"published"`` adds the types NegBench's order gives
+    (``negbench_position_types``), ``"shuffled"`` adds none. None: ``"published"`` for the
+    benchmark's templates, ``"shuffled"`` for others (CC12M-NegMCQ, create_mcq.py's output).
 
     ``image_root`` remaps ``image_path``: relative paths are joined to it, and absolute paths from
     another machine are re-rooted on the shortest tail that exists under it. With
     ``check_images`` every image must exist (the error gives the count and the first paths).
     """
+    layout = layout or ("published" if set(templates) <= set(TEMPLATES) else "shuffled")
+    if layout not in MCQ_LAYOUTS:
+        raise ValueError(f"read_mcq_csv: layout must be one of {MCQ_LAYOUTS}, got {layout!r}")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"MCQ CSV {path} does not exist")
@@ -248,8 +271,8 @@ def read_mcq_csv(path: str | os.PathLike, image_root: str | os.PathLike | None =
         if empty.any():
             row = int(np.flatnonzero(empty)[0])
             raise BenchmarkFileError(f"{path}: row {row} has an empty caption in column caption_{k}")
-    if "caption_0_type" not in frame.columns:
-        frame = negbench_position_types(frame)
+    if "caption_0_type" not in frame.columns and layout == "published":
+        frame = negbench_position_types(frame, path)
     if image_root is not None or check_images:
         frame["image_path"] = resolve_image_paths(frame["image_path"].tolist(), image_root or path.parent,
                                                   source=path, check=check_images)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,14 +41,10 @@ class CocoSplit:
 
     def load_image(self, i: int) -> Image.Image:
         path = self.image_path(i)
+        where = f"split {self.name!r}: image {path} (id {self.image_ids[i]})"
         if not path.is_file():
-            raise FileNotFoundError(f"split {self.name!r}: image {path} (id {self.image_ids[i]}) is missing")
-        try:
-            with Image.open(path) as image:
-                return to_rgb8(image, path)
-        except (UnidentifiedImageError, OSError, SyntaxError) as err:
-            raise ValueError(f"split {self.name!r}: image {path} (id {self.image_ids[i]}) cannot be decoded: "
-                             f"{err}") from err
+            raise FileNotFoundError(f"{where} is missing")
+        return read_rgb8(path, where)
 
     def images(self, indices=None):
         """Images at ``indices`` in a form ``Backbone.encode_images`` takes: a uint8 array when the
@@ -76,24 +73,54 @@ class CocoSplit:
         return np.stack([np.asarray(self.load_image(i)) for i in range(len(self))])
 
 
-def to_rgb8(image: Image.Image, path: str | os.PathLike = "") -> Image.Image:
-    """``image`` as 8-bit RGB with its full range kept. Pillow's ``convert("RGB")`` clips a 16-bit
-    greyscale image (mode I;16, or I) to 255 instead of scaling it, which turns almost every pixel
-    white; such images are scaled by 255 / 65535 here. Float images (mode F) must lie in [0, 1]."""
-    image.load()
-    if image.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
-        values = np.asarray(image, dtype=np.float64)
-        if values.min() < 0 or values.max() > 65535:
-            raise ValueError(f"image {path}: mode {image.mode} values span [{values.min():g}, {values.max():g}], "
-                             "outside 16 bits")
-        image = Image.fromarray(np.round(values * 255.0 / 65535.0).astype(np.uint8), mode="L")
-    elif image.mode == "F":
-        values = np.asarray(image, dtype=np.float64)
-        if not np.isfinite(values).all() or values.min() < 0 or values.max() > 1:
-            raise ValueError(f"image {path}: a float image (mode F) must lie in [0, 1], got "
-                             f"[{np.nanmin(values):g}, {np.nanmax(values):g}]")
-        image = Image.fromarray(np.round(values * 255.0).astype(np.uint8), mode="L")
-    return image.convert("RGB")
+# Pillow's modes with 8 bits per sample that convert("RGB") maps to RGB without rescaling
+EIGHT_BIT_MODES = frozenset({"1", "L", "LA", "La", "P", "PA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr"})
+# decoder modes with 16 bits per sample that Pillow reduces to an 8-bit mode by keeping the high byte (a colour
+# PNG or TIFF of 16 bits); BGR;16 and its like are 5-6-5 pixels, which Pillow expands to the full range
+_SIXTEEN_BIT_SAMPLES = re.compile(r"(?:L|LA|RGB|RGBA|RGBX|CMYK);16[BLN]?")
+
+
+def read_rgb8(path: str | os.PathLike, where: str | None = None) -> Image.Image:
+    """The image at ``path`` as 8-bit RGB, its header checked before its pixels are decoded
+    (``check_image_header``); ``where`` names it in errors (default: its path)."""
+    where = where or f"image {path}"
+    try:
+        with Image.open(path) as image:
+            check_image_header(image, where)
+            return image.convert("RGB")
+    except Image.DecompressionBombError as err:       # Pillow's own refusal, at open, beyond twice its limit
+        raise ValueError(f"{where} declares more than twice the limit of {Image.MAX_IMAGE_PIXELS} pixels "
+                         f"(PIL.Image.MAX_IMAGE_PIXELS): {err}") from err
+    except (UnidentifiedImageError, OSError, SyntaxError) as err:
+        raise ValueError(f"{where} cannot be decoded: {err}") from err
+
+
+def check_image_header(image: Image.Image, where: str) -> None:
+    """Refuse, from the header alone, an image larger than ``PIL.Image.MAX_IMAGE_PIXELS`` (Pillow
+    only warns below twice that) and one whose samples are not 8 bits: a 16-bit file does not say
+    how many of its bits hold data, so 12-bit data scaled as 16-bit would come out 16 times too dark,
+    and no scale is right for every file."""
+    width, height = image.size
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit is not None and width * height > limit:
+        raise ValueError(f"{where} declares {width} x {height} = {width * height} pixels, over the limit of {limit} "
+                         "pixels (PIL.Image.MAX_IMAGE_PIXELS; raise it only for files you trust)")
+    stored = _raw_mode(image)
+    if image.mode not in EIGHT_BIT_MODES or _SIXTEEN_BIT_SAMPLES.fullmatch(stored):
+        mode = image.mode + (f" (stored as {stored})" if stored and stored != image.mode else "")
+        raise ValueError(f"{where} has mode {mode}: only images of 8 bits per sample are read, since the bits a "
+                         "wider sample uses are not recorded (12-bit data in a 16-bit file would be misscaled); "
+                         "convert it to 8 bits with the scale its data needs")
+
+
+def _raw_mode(image: Image.Image) -> str:
+    """The raw mode the decoder reads the image's first tile in ('' when Pillow does not say)."""
+    if not image.tile:
+        return ""
+    args = image.tile[0][3]
+    if isinstance(args, tuple):
+        args = args[0] if args else ""
+    return args if isinstance(args, str) else ""
 
 
 class LazyImages:
@@ -130,41 +157,133 @@ def _read_json(path: Path, what: str) -> dict:
     return data
 
 
+def _records(data: dict, key: str, path: Path) -> list[dict]:
+    records = data[key]
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"{path} is not COCO format: {key!r} is not a list of objects")
+    return records
+
+
 def _require(record: dict, keys: tuple[str, ...], path: Path, what: str) -> None:
     missing = [k for k in keys if k not in record or record[k] is None]
     if missing:
         raise ValueError(f"{path}: {what} {record.get('id', '(no id)')} has no {', '.join(map(repr, missing))}")
 
 
-def _images(images: list, path: Path) -> list[dict]:
-    """The images of an instances file, each with an id and a file name, no id twice."""
+def _require_integer(record: dict, field: str, path: Path, what: str) -> None:
+    """COCO's ids are integers; a string among them would match no id it refers to (or fail a sort)."""
+    value = record[field]
+    if isinstance(value, bool) or not isinstance(value, int):
+        label = what if field == "id" else f"{what} {record.get('id', '(no id)')}"
+        raise ValueError(f"{path}: {label} has {field} {value!r} (a {type(value).__name__}); COCO's {field} values "
+                         "are integers")
+
+
+def _images(images: list[dict], path: Path) -> list[dict]:
+    """The images of an instances file in id order, each with an integer id and a file name, no id twice."""
+    if not images:
+        raise ValueError(f"{path}: 'images' is empty: the split has no images")
     for image in images:
         _require(image, ("id", "file_name"), path, "image")
+        _require_integer(image, "id", path, "image")
     repeated = sorted(i for i, n in Counter(im["id"] for im in images).items() if n > 1)
     if repeated:
         raise ValueError(f"{path}: image id(s) {repeated[:5]} appear more than once (their annotations would go to "
                          "one of them)")
-    return images
+    return sorted(images, key=lambda im: im["id"])
 
 
-def _categories(categories: list, path: Path) -> dict:
-    """{category id: name}, refusing repeated ids or names (two categories would merge)."""
+def _category_name(category: dict, path: Path) -> str:
+    """A category's name: questions and captions are phrased with it, so a blank one would ask about nothing."""
+    name = category["name"]
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise ValueError(f"{path}: category {category['id']} has name {name!r}; a category name is a non-blank "
+                         "string without surrounding spaces")
+    return name
+
+
+def _categories(categories: list[dict], path: Path) -> dict[int, str]:
+    """{category id: name}, refusing repeated ids, and names equal up to case (concepts are compared
+    case-insensitively downstream, so two such categories would be one concept with two sets of images)."""
     for category in categories:
         _require(category, ("id", "name"), path, "category")
-    names = [c["name"] for c in categories]
-    ids = [c["id"] for c in categories]
-    for what, values in (("name", names), ("id", ids)):
+        _require_integer(category, "id", path, "category")
+    names = [_category_name(c, path) for c in categories]
+    for what, values in (("name", names), ("id", [c["id"] for c in categories])):
         repeated = sorted((v for v, n in Counter(values).items() if n > 1), key=str)
         if repeated:
             raise ValueError(f"{path}: category {what}(s) {repeated[:5]} appear more than once")
-    return dict(zip(ids, names))
+    seen: dict[str, dict] = {}
+    for category in categories:
+        other = seen.setdefault(category["name"].casefold(), category)
+        if other is not category:
+            raise ValueError(f"{path}: categories {other['name']!r} (id {other['id']}) and {category['name']!r} "
+                             f"(id {category['id']}) differ only in case; concept names are compared "
+                             "case-insensitively, so they would be one concept")
+    return {c["id"]: c["name"] for c in categories}
+
+
+def _check_annotation(ann: dict, image_ids: set, categories: dict[int, str], path: Path) -> None:
+    _require(ann, ("image_id", "category_id", "bbox"), path, "annotation")
+    for field in ("image_id", "category_id"):
+        _require_integer(ann, field, path, "annotation")
+    if ann["image_id"] not in image_ids:
+        raise ValueError(f"{path}: annotation {ann.get('id')} refers to unknown image_id {ann['image_id']}")
+    if ann["category_id"] not in categories:
+        raise ValueError(f"{path}: annotation {ann.get('id')} has category_id {ann['category_id']!r}, "
+                         "which is not in 'categories'")
+    box = ann["bbox"]
+    if not (isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)) \
+            or box[2] < 0 or box[3] < 0:
+        raise ValueError(f"{path}: annotation {ann.get('id')} (image {ann['image_id']}) has bbox {box!r}; "
+                         "COCO boxes are [x, y, width, height] with width, height >= 0")
+
+
+@dataclass(frozen=True)
+class Instances:
+    """A COCO instances file, checked by ``read_instances``: its images in id order, {category id:
+    name}, and its annotations, each naming an image and a category of the file, with a valid box."""
+    path: Path
+    images: list[dict]
+    categories: dict[int, str]
+    annotations: list[dict]
+
+
+def read_instances(path: str | os.PathLike) -> Instances:
+    """The one reader of COCO instances files (real COCO val2017 and train2017, VOC converted, the
+    embedded world): anything that would change what the annotations mean is an error naming the file."""
+    path = Path(path)
+    data = _read_json(path, "instances")
+    if "categories" not in data:
+        raise ValueError(f"{path} is not a COCO instances file: it has no 'categories' key")
+    categories = _categories(_records(data, "categories", path), path)
+    images = _images(_records(data, "images", path), path)
+    annotations = _records(data, "annotations", path)
+    image_ids = {im["id"] for im in images}
+    for ann in annotations:
+        _check_annotation(ann, image_ids, categories, path)
+    return Instances(path, images, categories, annotations)
+
+
+def read_captions(path: str | os.PathLike) -> list[dict]:
+    """The caption records of a COCO captions file, each with an integer image_id and a non-empty caption."""
+    path = Path(path)
+    captions = _records(_read_json(path, "captions"), "annotations", path)
+    for ann in captions:
+        _require(ann, ("image_id", "caption"), path, "caption")
+        _require_integer(ann, "image_id", path, "caption")
+        if not isinstance(ann["caption"], str) or not ann["caption"].strip():
+            raise ValueError(f"{path}: caption {ann.get('id')} of image {ann['image_id']} is "
+                             f"{ann['caption']!r}, not a non-empty string")
+    return captions
 
 
 def load_split(split_dir: str | os.PathLike | None = None, *, instances: str | os.PathLike | None = None,
                captions: str | os.PathLike | None = None, image_root: str | os.PathLike | None = None,
                name: str | None = None) -> CocoSplit:
     """Load a split either from a directory laid out like the embedded world
-    (``instances.json``, ``captions.json``, ``images/``) or from explicit COCO files.
+    (``instances.json``, ``captions.json``, ``images/``) or from explicit COCO files, both read by
+    ``read_instances`` and ``read_captions``.
 
     ``image_root`` defaults to the directory of the instances file; for real COCO pass the
     folder holding ``val2017/`` (or set ``COCO_IMAGE_ROOT`` and call through the profile).
@@ -175,49 +294,29 @@ def load_split(split_dir: str | os.PathLike | None = None, *, instances: str | o
         captions = captions or split_dir / "captions.json"
     if instances is None:
         raise ValueError("load_split needs split_dir or instances=")
-    instances = Path(instances)
-    inst = _read_json(instances, "instances")
-    if "categories" not in inst:
-        raise ValueError(f"{instances} is not a COCO instances file: it has no 'categories' key")
-    id_to_cat = _categories(inst["categories"], instances)
-    images = sorted(_images(inst["images"], instances), key=lambda im: im["id"])
-    index = {im["id"]: k for k, im in enumerate(images)}
-    objects: list[set[str]] = [set() for _ in images]
-    boxes: list[list] = [[] for _ in images]
-    for ann in inst["annotations"]:
-        _require(ann, ("image_id", "category_id", "bbox"), instances, "annotation")
-        if ann["image_id"] not in index:
-            raise ValueError(f"{instances}: annotation {ann.get('id')} refers to unknown image_id {ann['image_id']}")
-        if ann.get("category_id") not in id_to_cat:
-            raise ValueError(f"{instances}: annotation {ann.get('id')} has category_id {ann.get('category_id')!r}, "
-                             "which is not in 'categories'")
-        box = ann["bbox"]
-        if not (isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)) \
-                or box[2] < 0 or box[3] < 0:
-            raise ValueError(f"{instances}: annotation {ann.get('id')} (image {ann['image_id']}) has bbox {box!r}; "
-                             "COCO boxes are [x, y, width, height] with width, height >= 0")
-        k, category = index[ann["image_id"]], id_to_cat[ann["category_id"]]
+    inst = read_instances(instances)
+    index = {im["id"]: k for k, im in enumerate(inst.images)}
+    objects: list[set[str]] = [set() for _ in inst.images]
+    boxes: list[list] = [[] for _ in inst.images]
+    for ann in inst.annotations:
+        k, category = index[ann["image_id"]], inst.categories[ann["category_id"]]
         objects[k].add(category)
-        boxes[k].append((category, box))
-    caps: list[list[dict]] = [[] for _ in images]
+        boxes[k].append((category, ann["bbox"]))
+    caps: list[list[dict]] = [[] for _ in inst.images]
     if captions is not None and Path(captions).exists():
-        for ann in _read_json(Path(captions), "captions")["annotations"]:
-            _require(ann, ("image_id", "caption"), Path(captions), "caption")
-            if not isinstance(ann["caption"], str) or not ann["caption"].strip():
-                raise ValueError(f"{captions}: caption {ann.get('id')} of image {ann['image_id']} is "
-                                 f"{ann['caption']!r}, not a non-empty string")
+        for ann in read_captions(captions):
             if ann["image_id"] in index:
                 caps[index[ann["image_id"]]].append(ann)
-    root = Path(image_root) if image_root is not None else instances.parent
-    pixels = instances.parent / "pixels.npy"
+    root = Path(image_root) if image_root is not None else inst.path.parent
+    pixels = inst.path.parent / "pixels.npy"
     return CocoSplit(
-        name=name or (split_dir.name if split_dir is not None else instances.stem),
+        name=name or (split_dir.name if split_dir is not None else inst.path.stem),
         image_root=root,
-        image_ids=[im["id"] for im in images],
-        file_names=[im["file_name"] for im in images],
+        image_ids=[im["id"] for im in inst.images],
+        file_names=[im["file_name"] for im in inst.images],
         objects=[frozenset(o) for o in objects],
         captions=caps,
-        categories=[c["name"] for c in sorted(inst["categories"], key=lambda c: c["id"])],
+        categories=[inst.categories[k] for k in sorted(inst.categories)],
         boxes=boxes,
         pixels_path=pixels if pixels.exists() else None,
     )
