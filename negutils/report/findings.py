@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .verdicts import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
+from ..core.results import read_results_file
+from .unified import leader_summary
+from .verdicts import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS, read_verdicts
 
 GLUE_KEY = "findings"       # what the chapters' first cell pastes with {glue:md}
 VERDICT_CHAPTERS = ("02", "03", "04", "05", "07")   # the chapters that judge the papers' claims
@@ -56,8 +58,13 @@ def chapter_of(notebook: str) -> str:
 
 def chapter_results(results_dir: Path, chapter: str) -> dict[str, pd.DataFrame]:
     """{name: table} of every ``<chapter>_*.csv`` in ``results_dir`` (the notebook timings the
-    runner writes beside them are not the chapter's results)."""
-    return {p.stem: pd.read_csv(p) for p in sorted(Path(results_dir).glob(f"{chapter}_*.csv"))}
+    runner writes beside them are not the chapter's results). Each is read by the reader its kind
+    has: a verdict table by ``read_verdicts``, any other by ``read_results_file``."""
+    return {p.stem: _read_table(p) for p in sorted(Path(results_dir).glob(f"{chapter}_*.csv"))}
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    return read_verdicts(path) if path.stem.endswith("_verdicts") else read_results_file(path)
 
 
 def _reader(results: Mapping[str, pd.DataFrame], chapter: str) -> Reader:
@@ -370,7 +377,7 @@ def verdicts_by_paper(results_dir: Path) -> pd.DataFrame:
     """Verdict counts per paper over every chapter's verdict table: a claim counts for each of the
     four papers its ``source`` names (a claim citing NegBench and PeakPatch counts for both)."""
     paths = [Path(results_dir) / f"{c}_verdicts.csv" for c in VERDICT_CHAPTERS]
-    tables = [pd.read_csv(p) for p in paths if p.exists()]
+    tables = [read_verdicts(p) for p in paths if p.exists()]
     claims = pd.concat(tables) if tables else pd.DataFrame({"source": [], "verdict": []}, dtype=str)
     rows = []
     for paper in PAPERS:
@@ -389,7 +396,7 @@ def book_headline(results_dir: Path, profile: str) -> str:
     if not leaders_csv.exists() or not verdict_files:
         return ("The headline (who leads each benchmark, and how many of each paper's claims hold) is computed "
                 "from chapters 02 to 07's results, which this build does not have yet: run `make book`.")
-    leads = pd.read_csv(leaders_csv)
+    leads = read_results_file(leaders_csv)
     lines = [f"**The headline of this build** (profile `{profile}`; every number is read from the chapters' "
              "results).", "",
              "Who leads each benchmark of the unified method x benchmark table "
@@ -397,9 +404,9 @@ def book_headline(results_dir: Path, profile: str) -> str:
              "*settled* when the paired interval of its margin over the runner-up excludes 0:", "",
              "| benchmark | leader | value [95% interval] | runner-up | settled |", "| --- | --- | --- | --- | --- |"]
     for _, r in leads.iterrows():
-        settled = "yes" if bool(r["settled"]) else "no"
-        lines.append(f"| {_plain(r['benchmark'])} | {_plain(r['best'])} | {r['value']:g} {_plain(r['interval'])} "
-                     f"| {_plain(r['runner-up'])} | {settled} |")
+        said = leader_summary(r)
+        lines.append(f"| {_plain(r['benchmark'])} | {_plain(said['leader'])} | {r['value']:g} "
+                     f"{_plain(r['interval'])} | {_plain(said['runner-up'])} | {said['settled']} |")
     by_paper = verdicts_by_paper(results_dir)
     lines += ["", "How many of each paper's claims hold on this backbone (chapters 02 to 05, and chapter 07's test "
               "of their shared causal claim, {doc}`the negation rate <chapters/07_negation_rate>`):", "",

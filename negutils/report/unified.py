@@ -135,8 +135,9 @@ def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, refe
     """Per benchmark, the best method, the methods tied with it (identical value: the same scorer
     on these items), the runner-up, and whether the lead is settled: with ``items``, the paired
     bootstrap interval of leader minus runner-up excludes 0; without, the two intervals are
-    disjoint. On ``rho``, retention against ``reference``, the reference is 1 by definition and
-    does not compete."""
+    disjoint. Where every method ties (or one method alone is scored) there is no runner-up and
+    nothing is settled. On ``rho``, retention against ``reference``, the reference is 1 by definition
+    and does not compete."""
     by_key = {(m, s, t, metric): v for (m, _, s, t, metric), v in (items or {}).items()}
     rows = []
     for bench, block in long.groupby("benchmark", sort=False):
@@ -165,8 +166,32 @@ def leaders(long: pd.DataFrame, items: dict[Key, np.ndarray] | None = None, refe
                             "settled": bool(low > 0)})
             else:
                 row["settled"] = bool(second["high"] < first["low"])
+        else:
+            row["settled"] = False      # a lead over nobody: a tie of all, or a method alone
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _text(cell) -> str:
+    """A text cell of a leaders table, "" where it is empty (NaN once read back from CSV)."""
+    return "" if pd.isna(cell) else str(cell)
+
+
+def leader_summary(row) -> dict[str, str]:
+    """One row of ``leaders`` (in memory or read back from CSV) in words: the leader (naming the
+    methods tied with it), the runner-up, and whether the lead is settled. Where no method is
+    ahead of another the leader says so and the runner-up is "none"; an empty or missing
+    ``settled`` is never read as settled."""
+    best, tied, runner_up = _text(row.get("best")), _text(row.get("tied")), _text(row.get("runner-up"))
+    settled = row.get("settled")
+    settled = "yes" if runner_up and pd.notna(settled) and bool(settled) else "no"
+    if runner_up:
+        leader = f"{best} (tied with {tied})" if tied else best
+    elif tied:
+        leader = f"no leader: {best}, {tied} tie"
+    else:
+        leader = f"{best} (the only method)"
+    return {"leader": leader, "runner-up": runner_up or "none", "settled": settled}
 
 
 TRAINED = ("fine-tuned encoder", "trained post-hoc")   # registry families that learn from negation data

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..core.results import result_value
+from ..core.results import ResultsError, read_results_file, result_value
 from ..diagnosis.collapse import curve_shape
 from ..methods.registry import method_label
 from .papers import paper_value
@@ -26,6 +26,35 @@ REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "partly", "not 
 VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_MEASURED)
 
 PaperRef = tuple[str, str, str, str]   # (paper, table, row, column) in paper_numbers.csv
+
+
+def read_verdicts(path) -> pd.DataFrame:
+    """A chapter's verdict table (``judge``'s, as ``write_results`` wrote it) from ``path``, checked by
+    ``check_verdicts``: the tallies count each claim once and every verdict in its kind."""
+    table = read_results_file(path)
+    check_verdicts(table, str(path))
+    return table
+
+
+def check_verdicts(table: pd.DataFrame, source: str = "verdicts") -> None:
+    """Refuse a verdict table where a claim appears twice (it would be counted twice) or a verdict is
+    not one of ``VERDICTS``. An unknown spelling ("Reproduced") is refused rather than case-folded:
+    only ``judge`` writes verdicts, from ``VERDICTS``, so another value means the file was written by
+    something else, and guessing what it meant would count a verdict that no rule gave."""
+    missing = [c for c in ("claim", "verdict") if c not in table]
+    if missing:
+        raise ResultsError(f"{source} has no column {missing} (has {list(table.columns)}): not a verdict table")
+    repeated = table[table["claim"].duplicated(keep=False)]
+    if len(repeated):
+        claim = repeated["claim"].iloc[0]
+        lines = ", ".join(str(i + 2) for i in repeated.index[repeated["claim"] == claim])   # line 1 is the header
+        raise ResultsError(f"{source}: the claim {claim!r} is on lines {lines}; each claim is judged once, and a "
+                           "repeated row would count it again")
+    unknown = table[~table["verdict"].isin(VERDICTS)]
+    if len(unknown):
+        i = unknown.index[0]
+        raise ResultsError(f"{source}, line {i + 2} (claim {table.loc[i, 'claim']!r}): verdict "
+                           f"{table.loc[i, 'verdict']!r} is not one of {list(VERDICTS)}")
 
 
 @dataclass(frozen=True)
