@@ -183,19 +183,6 @@ def test_coco_files_that_would_change_meaning_are_errors_naming_the_file_and_id(
     assert str(root) in str(err.value)
 
 
-def test_a_16_bit_image_is_scaled_to_8_bits_not_clipped(tmp_path):
-    from PIL import Image
-
-    root = _write_split(tmp_path / "split", GOOD_IMAGES[:1], [GOOD_ANNOTATION], GOOD_CATEGORIES)
-    gradient = np.tile(np.linspace(0, 65535, 256).round().astype(np.uint16), (8, 1))
-    Image.fromarray(gradient).save(root / "1.png")
-    assert Image.open(root / "1.png").mode.startswith("I")
-    pixels = np.asarray(load_split(root).load_image(0))
-    assert pixels.shape == (8, 256, 3) and (pixels[..., 0] == pixels[..., 2]).all()
-    assert pixels.mean() == pytest.approx(127.5, abs=0.5)                       # clipping gave about 254
-    assert pixels[0, 0, 0] == 0 and pixels[0, -1, 0] == 255
-
-
 def test_an_image_that_does_not_decode_names_the_file(tmp_path):
     root = _write_split(tmp_path / "split", GOOD_IMAGES[:1], [GOOD_ANNOTATION], GOOD_CATEGORIES)
     (root / "1.png").write_bytes(b"not a png at all")

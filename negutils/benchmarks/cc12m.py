@@ -60,7 +60,8 @@ def read_cc12m_negations(folder: str | os.PathLike, name: str = "negtrain") -> C
                                     f"{NEGMCQ_FILE} and {IMAGE_FOLDER}/ (see data_recipes/README.md)")
     negcap = read_benchmark_csv(negcap_path, NEGCAP_COLUMNS, "CC12M-NegCap CSV")
     negcap["filepath"] = resolve_image_paths(negcap["filepath"].tolist(), root, source=negcap_path)
-    mcq = read_mcq_csv(mcq_path, image_root=root, check_images=True, templates=NEGMCQ_TEMPLATES)
+    mcq = read_mcq_csv(mcq_path, image_root=root, check_images=True, templates=NEGMCQ_TEMPLATES,
+                       layout="shuffled")
     paths = list(dict.fromkeys(negcap["filepath"].tolist() + mcq["image_path"].tolist()))
     index = {p: k for k, p in enumerate(paths)}
     objects: list[set[str]] = [set() for _ in paths]

@@ -253,10 +253,6 @@ def evaluate_confusion(scorer: Scorer, galleries: pd.DataFrame, split: CocoSplit
             "chance mAP": float(np.mean([y.mean() for y, _ in groups]))}
 
 
-# the columns of a results row that say what was measured, not a measurement (``results_frame``'s other columns)
-ROW_KEYS = ("dataset", "split", "model", "pretrained", "task", "source", "method")
-
-
 def result_row(dataset: str, split: str, model: str, pretrained: str, task: str, metrics: dict,
                source: str | None = None) -> dict:
     """One result in CLIP_benchmark's shape, with the ``split`` beside the ``dataset`` name and, from the

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..benchmarks.evaluate import ROW_KEYS
-from ..core.results import read_results
+from ..core.results import RESULT_KEY, read_results
 from ..methods.registry import METHODS, method_label, negfull_label
 from .papers import paper_numbers
 
@@ -75,7 +74,7 @@ def our_values(results: pd.DataFrame, near_ties: pd.DataFrame | None = None, str
     chapters 03, 05 and 02's near-tie, evidence-strata and beside-paper tables (in %, or the paper's unit)."""
     split = results["split"]
     rows = []
-    metrics = [c for c in results.columns if c not in ROW_KEYS]
+    metrics = [c for c in results.columns if c not in RESULT_KEY]
     for benchmark, (split_name, task) in OUR_TASK.items():
         block = results[(split == split_name) & (results["task"] == task)].drop_duplicates("method")
         for record in block.to_dict("records"):
