@@ -298,3 +298,48 @@ def test_a_released_fine_tune_loads_in_its_base_models_activation(tmp_path):
     assert torch.allclose(tuned.encode_text(CAPTIONS), expected, atol=1e-5)
     plain = load_backbone("negbook-tiny", checkpoint=path)          # the trap: same keys, other activation
     assert not torch.allclose(plain.encode_text(CAPTIONS), expected, atol=1e-3)
+    assert "activation GELU (assumed; the checkpoint records none)" in str(plain.report)     # and it says so
+    assert "activation QuickGELU (as requested; the checkpoint records none)" in str(tuned.report)
+
+
+@pytest.mark.parametrize("what, expected", [("folder", "is a folder; expected a weights file"),
+                                            ("empty", r"is empty \(0 bytes\); expected a weights file"),
+                                            ("text", r"cannot be read \(.*\); expected a weights file"),
+                                            ("a tensor", "holds a Tensor; expected a weights file")])
+def test_a_checkpoint_that_is_no_weights_file_is_an_error_naming_it(what, expected, tmp_path):
+    from negutils.models.weights import CheckpointFileError
+
+    path = tmp_path / "weights.pt"
+    if what == "folder":
+        path.mkdir()
+    elif what == "a tensor":
+        torch.save(torch.zeros(3), path)
+    else:
+        path.write_text("" if what == "empty" else "step,loss\n1,0.5\n")
+    with pytest.raises(CheckpointFileError, match=f"checkpoint {path} {expected}"):
+        load_backbone("negbook-tiny", checkpoint=path)
+
+
+def test_a_tag_loaded_in_another_activation_than_it_was_trained_with_is_an_error():
+    with pytest.raises(ValueError, match="tag 'openai' of ViT-B-32 was trained with QuickGELU, but quick_gelu=False"):
+        load_backbone("ViT-B-32", "openai", quick_gelu=False)
+
+
+def test_a_checkpoint_is_identified_by_its_content_not_its_size_and_time(tmp_path):
+    """Weights replaced in place by ``cp -p`` keep the size and modification time: the identity (what the caches
+    of its outputs are keyed by) still changes, and equal bytes give equal digests."""
+    import os
+
+    from negutils.models.backbone import checkpoint_identity
+
+    path, other = tmp_path / "model.pt", tmp_path / "other.pt"
+    path.write_bytes(b"weights of model A")
+    other.write_bytes(b"weights of model A")
+    stat = path.stat()
+    before = checkpoint_identity(path)
+    assert before.split(":sha256=")[1] == checkpoint_identity(other).split(":sha256=")[1]
+    path.write_bytes(b"weights of model B")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    assert checkpoint_identity(path) != before
+    assert checkpoint_identity(path, chunk_bytes=4) == checkpoint_identity(path)       # read in chunks alike

@@ -7,6 +7,7 @@ sequences after ``ln_final`` with their mask (what PeakPatch's ECN reads).
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import warnings
@@ -380,8 +381,10 @@ def load_backbone(model_name: str | None = None, pretrained: str | None = None, 
             a weights file, or ``None`` for a seeded random initialisation.
         checkpoint: a local weights file; takes precedence over ``pretrained``. Every key must
             match the config, otherwise ``CheckpointMismatchError``.
-        quick_gelu: force the QuickGELU activation. ``None`` decides automatically: on for tags
-            trained with it (OpenAI weights), or as recorded in a project checkpoint.
+        quick_gelu: force the QuickGELU activation. ``None`` decides automatically: as a tag's weights
+            were trained (on for OpenAI's), or as a project checkpoint records it; a checkpoint that
+            records nothing (open_clip's training format) loads with GELU unless told, and its report
+            says so. A request that contradicts the tag or the checkpoint is a ``ValueError``.
         device, precision: passed to open_clip (``"fp32"``, ``"bf16"``, ``"fp16"``...).
         cache_dir: Hugging Face cache to search for tagged weights (default: ``HF_HUB_CACHE``/``HF_HOME``).
         seed: torch seed for random initialisation.
@@ -400,25 +403,19 @@ def load_backbone(model_name: str | None = None, pretrained: str | None = None, 
             model_name = meta.get("model_name")
             if model_name is None:
                 raise ValueError(f"checkpoint {path} carries no model name; pass model_name=")
-        if "quick_gelu" in meta:
-            if quick_gelu is not None and quick_gelu != meta["quick_gelu"]:
-                raise ValueError(f"checkpoint {path} was trained with quick_gelu={meta['quick_gelu']}, "
-                                 f"but quick_gelu={quick_gelu} was requested")
-            quick_gelu = meta["quick_gelu"]
+        quick_gelu, decided = _checkpoint_activation(path, meta, quick_gelu, notes)
         source = f"checkpoint {path}"
     elif pretrained is not None:
         if model_name is None:
             raise ValueError("a pretrained tag needs model_name")
-        if quick_gelu is None and weights.tag_needs_quick_gelu(model_name, pretrained):
-            quick_gelu = True
-            notes.append(f"tag {pretrained!r} was trained with QuickGELU; forced it on "
-                         f"(equivalent to the '{model_name}-quickgelu' config)")
+        quick_gelu, decided = _tag_activation(model_name, pretrained, quick_gelu, notes)
         path, _cfg = weights.resolve_pretrained(model_name, pretrained, cache_dir=cache_dir)
         source = f"pretrained tag {pretrained!r}" + (f" from {path}" if path else " (downloading)")
     else:
         if model_name is None:
             raise ValueError("load_backbone needs model_name, a pretrained tag or a checkpoint")
         source = f"random init (seed {seed})"
+        decided = "as requested" if quick_gelu is not None else "the config's"
     quick_gelu = bool(quick_gelu)
     model = create_model(model_name, quick_gelu=quick_gelu, seed=seed, device=device, precision=precision)
     n_loaded = 0
@@ -428,8 +425,10 @@ def load_backbone(model_name: str | None = None, pretrained: str | None = None, 
         model = open_clip.create_model(model_name, pretrained=pretrained, force_quick_gelu=quick_gelu,
                                        device=device, precision=precision, cache_dir=cache_dir)
         n_loaded = len(model.state_dict())
+    # a ``*-quickgelu`` config builds QuickGELU whatever was forced: the report says what runs
+    quick_gelu = quick_gelu or weights.config_has_quick_gelu(model_name)
     report = LoadReport(model_name, source, n_loaded, sum(p.numel() for p in model.parameters()),
-                        quick_gelu, notes)
+                        quick_gelu, notes, decided)
     weights_id = (checkpoint_identity(path) if checkpoint is not None else pretrained if pretrained is not None
                   else f"random-init-seed{seed}")
     variant = ("+quickgelu" if quick_gelu else "") + ("" if precision == "fp32" else f"+{precision}")
@@ -437,12 +436,45 @@ def load_backbone(model_name: str | None = None, pretrained: str | None = None, 
     return Backbone(model, model_name, get_tokenizer(model_name), report, device, frozen=True, key=key)
 
 
-def checkpoint_identity(path: str | os.PathLike) -> str:
-    """A local weights file as a cache key: its resolved path, size and modification time (a file
-    rewritten in place is another backbone)."""
+def _checkpoint_activation(path: str, meta: dict, quick_gelu: bool | None, notes: list[str]) -> tuple[bool, str]:
+    """(QuickGELU?, what decided it) for a checkpoint: what it records, which a request must not
+    contradict; else the request; else GELU, with a note that nothing recorded it (a fine-tune of
+    OpenAI's CLIP released in open_clip's training format loads every key with either activation)."""
+    if "quick_gelu" in meta:
+        if quick_gelu is not None and quick_gelu != meta["quick_gelu"]:
+            raise ValueError(f"checkpoint {path} was trained with quick_gelu={meta['quick_gelu']}, "
+                             f"but quick_gelu={quick_gelu} was requested")
+        return bool(meta["quick_gelu"]), "recorded in the checkpoint"
+    if quick_gelu is not None:
+        return quick_gelu, "as requested; the checkpoint records none"
+    notes.append("the checkpoint records no activation and none was requested: GELU assumed; weights fine-tuned "
+                 "from OpenAI's CLIP run with QuickGELU (pass quick_gelu=True)")
+    return False, "assumed; the checkpoint records none"
+
+
+def _tag_activation(model_name: str, tag: str, quick_gelu: bool | None, notes: list[str]) -> tuple[bool, str]:
+    """(QuickGELU?, what decided it) for a pretrained tag: the activation its weights were trained with;
+    a request for the other one is an error (every key loads, and every score is off)."""
+    trained = weights.tag_trained_with_quick_gelu(model_name, tag)
+    if quick_gelu is not None and quick_gelu != trained:
+        raise ValueError(f"tag {tag!r} of {model_name} was trained with {weights.activation_name(trained)}, "
+                         f"but quick_gelu={quick_gelu} was requested")
+    if weights.tag_needs_quick_gelu(model_name, tag):
+        notes.append(f"tag {tag!r} was trained with QuickGELU; forced it on "
+                     f"(equivalent to the '{model_name}-quickgelu' config)")
+    return trained, f"as tag {tag!r} was trained"
+
+
+def checkpoint_identity(path: str | os.PathLike, chunk_bytes: int = 1 << 24) -> str:
+    """A local weights file as a cache key: its resolved path and the SHA-256 of its bytes, read in
+    chunks. The content, not the size and modification time: weights replaced in place by a copy
+    that keeps both (``cp -p``) are another backbone, and must not read the old one's cached outputs."""
     resolved = Path(path).expanduser().resolve()
-    stat = resolved.stat()
-    return f"{resolved}:{stat.st_size}:{stat.st_mtime_ns}"
+    digest = hashlib.sha256()
+    with open(resolved, "rb") as handle:
+        while block := handle.read(chunk_bytes):
+            digest.update(block)
+    return f"{resolved}:sha256={digest.hexdigest()}"
 
 
 def save_checkpoint(model: torch.nn.Module, path: str | os.PathLike, model_name: str,

@@ -7,6 +7,7 @@ and OpenAI weights run with plain GELU instead of the QuickGELU they were traine
 from __future__ import annotations
 
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,15 @@ class CheckpointMismatchError(RuntimeError):
     """A checkpoint's state-dict keys do not match the model it is loaded into."""
 
 
+class CheckpointFileError(ValueError):
+    """A checkpoint path that holds no weights: a folder, an empty file, or bytes no loader reads."""
+
+
+# what a checkpoint path must name, for the errors that say it was something else
+WEIGHTS_FILE = ("a weights file: torch.save's state dict (or {'state_dict': ...}, as open_clip's training "
+                "script saves) or a .safetensors file")
+
+
 class NonFiniteWeightsError(CheckpointMismatchError):
     """A checkpoint holds NaN or infinite weights (a diverged run, a corrupted file): it loads, and
     every score it gives is NaN, which an argmax would read as the first option."""
@@ -38,11 +48,13 @@ class LoadReport:
     n_parameters: int = 0
     quick_gelu: bool = False
     notes: list[str] = field(default_factory=list)
+    activation_source: str = ""      # what decided the activation: the checkpoint, a tag, the caller
 
     def __str__(self) -> str:
+        decided = f" ({self.activation_source})" if self.activation_source else ""
         lines = [f"{self.model_name}: {self.source}",
                  f"  {self.n_tensors_loaded} tensors loaded, {self.n_parameters / 1e6:.2f}M parameters, "
-                 f"activation {'QuickGELU' if self.quick_gelu else 'GELU'}"]
+                 f"activation {activation_name(self.quick_gelu)}{decided}"]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -113,21 +125,62 @@ def resolve_pretrained(model_name: str, tag: str,
     return None, cfg
 
 
+def activation_name(quick_gelu: bool) -> str:
+    return "QuickGELU" if quick_gelu else "GELU"
+
+
+def config_has_quick_gelu(model_name: str) -> bool:
+    """Whether the config itself builds QuickGELU (``*-quickgelu`` configs): no flag turns it off."""
+    return model_name.endswith("-quickgelu") or bool(
+        (open_clip.get_model_config(model_name) or {}).get("quick_gelu", False))
+
+
+def tag_trained_with_quick_gelu(model_name: str, tag: str) -> bool:
+    """The activation the tag's weights were trained with (its pretrained config, or the model config's)."""
+    cfg = open_clip.get_pretrained_cfg(model_name, tag) or {}
+    return bool(cfg.get("quick_gelu", False)) or config_has_quick_gelu(model_name)
+
+
 def tag_needs_quick_gelu(model_name: str, tag: str) -> bool:
     """True when weights were trained with QuickGELU but the config does not enable it."""
-    cfg = open_clip.get_pretrained_cfg(model_name, tag) or {}
-    config_has_it = model_name.endswith("-quickgelu") or bool(
-        (open_clip.get_model_config(model_name) or {}).get("quick_gelu", False))
-    return bool(cfg.get("quick_gelu", False)) and not config_has_it
+    return tag_trained_with_quick_gelu(model_name, tag) and not config_has_quick_gelu(model_name)
+
+
+def require_weights_file(path: str | os.PathLike) -> Path:
+    """``path``, or an error saying what it is instead of a weights file (missing, a folder, empty)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if path.is_dir():
+        inside = sorted(p.name for p in path.iterdir() if p.suffix in (".pt", ".pth", ".bin", ".safetensors"))
+        hint = f"; it holds {', '.join(inside[:3])}" if inside else ""
+        raise CheckpointFileError(f"checkpoint {path} is a folder; expected {WEIGHTS_FILE}{hint}")
+    if path.stat().st_size == 0:
+        raise CheckpointFileError(f"checkpoint {path} is empty (0 bytes); expected {WEIGHTS_FILE}")
+    return path
 
 
 def read_checkpoint_metadata(path: str | os.PathLike) -> dict:
-    """The ``negbook`` metadata block of a checkpoint written by this project ({} otherwise)."""
-    if str(path).endswith((".safetensors", ".npz", ".npy")):
+    """The ``negbook`` metadata block of a checkpoint written by this project ({} otherwise). A path
+    that is no weights file (a folder, an empty file, text) is a ``CheckpointFileError`` naming it."""
+    path = require_weights_file(path)
+    if path.suffix in (".npz", ".npy"):
         return {}
-    # memory-mapped: the tensors are read once, by the loader, not here as well
-    blob = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return blob.get("negbook", {}) if isinstance(blob, dict) else {}
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open     # via open_clip; reads the header only
+
+            with safe_open(str(path), framework="pt") as handle:
+                handle.keys()
+            return {}
+        # memory-mapped where torch can (its zip format): the tensors are read once, by the loader
+        blob = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except Exception as err:       # any reader's failure on these bytes means the same: no weights here
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointFileError(f"checkpoint {path} cannot be read ({reason}); expected {WEIGHTS_FILE}") from err
+    if not isinstance(blob, dict):
+        raise CheckpointFileError(f"checkpoint {path} holds a {type(blob).__name__}; expected {WEIGHTS_FILE}")
+    return blob.get("negbook", {})
 
 
 def load_state_dict_strict(model: torch.nn.Module, path: str | os.PathLike, model_name: str) -> int:
