@@ -41,7 +41,7 @@ from .methods.peakpatch.export import load_peakpatch, read_export
 from .methods.registry import build_scorer, scorer_dict
 from .models import weights
 from .models.backbone import Backbone, load_backbone
-from .session import Session, load_splits
+from .session import Session, load_splits, model_session
 from .world.coco import CocoSplit
 
 # benchmark name on the command line -> the suite's task names (FACTOR's are its splits)
@@ -303,13 +303,9 @@ def scorers(session, methods: list[str], lcse_calibration: Calibration | None, b
 
 def eval_session(profile: Profile, backbone: Backbone, label: str, splits: tuple[str, ...]) -> Session:
     """``open_session``'s session of a real model, on a backbone loaded (and reported) before any data:
-    ``open_session`` loads its own after the splits. The data key is ``open_session``'s, so the benchmark
-    caches are the chapters'."""
-    data = load_splits(profile, splits)
-    sizes = ",".join(f"{n}={len(s)}" for n, s in sorted(data.items()))
-    session = Session(profile, data, backbone, label, f"{profile.dataset}/{profile.negation_data}:{sizes}")
-    backbone.keep_on_disk(session.outputs_dir)
-    return session
+    ``open_session`` loads its own after the splits. ``model_session`` keys it as the chapters' sessions
+    are, so the benchmark caches are theirs."""
+    return model_session(profile, load_splits(profile, splits), backbone, label)
 
 
 # why a book-built benchmark can come out empty, beyond "too few images"

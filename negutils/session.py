@@ -25,7 +25,8 @@ from .world.coco import CocoSplit, load_split
 from .world.generate import SPLITS, ensure_world
 from .world.published import read_coco_train, read_coco_val, read_voc_test
 
-__all__ = ["Session", "get_profile", "load_splits", "open_session", "read_results", "write_results"]
+__all__ = ["Session", "get_profile", "load_splits", "model_session", "open_session", "read_results",
+           "write_results"]
 
 
 @dataclass
@@ -124,19 +125,24 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
     if "negtrain" in splits and splits["negtrain"].released is not None:
         prof = replace(prof, peakpatch=replace(prof.peakpatch, protocols=("negbench",),
                                                negfull_alpha_protocols=("negbench",)))
-    run = None
-    if prof.backbone is None and checkpoint is None:
-        run = ensure_pretrained(splits["pretrain"].image_root.parent, prof.pretrain, prof.artifacts_dir(),
-                                progress=progress)
-        model, label = load_pretrained(run), "negbook-pretrain"
-        data_key = prof.world.key()
-    else:
+    if prof.backbone is not None or checkpoint is not None:
         model = load_backbone(prof.backbone, prof.pretrained, checkpoint=checkpoint, device=device)
-        label = str(checkpoint or prof.pretrained)
-        data_key = f"{prof.dataset}/{prof.negation_data}:" + ",".join(
-            f"{n}={split_content_key(s)}" for n, s in sorted(splits.items()))
-    session = Session(prof, splits, model, label, data_key, run)
-    model.keep_on_disk(session.outputs_dir)      # the chapters share what it encodes
+        return model_session(prof, splits, model, str(checkpoint or prof.pretrained))
+    run = ensure_pretrained(splits["pretrain"].image_root.parent, prof.pretrain, prof.artifacts_dir(),
+                            progress=progress)
+    session = Session(prof, splits, load_pretrained(run), "negbook-pretrain", prof.world.key(), run)
+    session.backbone.keep_on_disk(session.outputs_dir)      # the chapters share what it encodes
+    return session
+
+
+def model_session(profile: Profile, splits: dict[str, CocoSplit], backbone: Backbone, label: str) -> Session:
+    """The session of a loaded model (a real backbone, a checkpoint) on ``splits``: its data key is the
+    splits' content (``split_content_key``), so every caller (the chapters, ``negbook eval``) shares one
+    benchmark and feature cache per dataset and none survives a change of the data."""
+    data_key = f"{profile.dataset}/{profile.negation_data}:" + ",".join(
+        f"{n}={split_content_key(s)}" for n, s in sorted(splits.items()))
+    session = Session(profile, splits, backbone, label, data_key)
+    backbone.keep_on_disk(session.outputs_dir)      # the chapters share what it encodes
     return session
 
 

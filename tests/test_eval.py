@@ -172,21 +172,15 @@ def test_an_output_that_is_an_input_is_refused_and_left_as_it_was(which, tiny_ch
     assert target.read_bytes() == before
 
 
-@pytest.mark.parametrize("which", ["a folder", "in a missing folder", "in a file", "in a read-only folder"])
+@pytest.mark.parametrize("which", ["a folder", "in a missing folder", "in a file"])
 def test_an_output_that_cannot_be_written_is_refused_before_anything_loads(which, tiny_checkpoint, tmp_path, capsys,
                                                                           nothing_loads):
-    import os
-
     (tmp_path / "file.txt").write_text("x")
-    (tmp_path / "locked").mkdir(mode=0o500)
     output = {"a folder": tmp_path, "in a missing folder": tmp_path / "missing" / "r.jsonl",
-              "in a file": tmp_path / "file.txt" / "r.jsonl", "in a read-only folder": tmp_path / "locked" / "r.jsonl"}
-    if which == "in a read-only folder" and os.geteuid() == 0:
-        pytest.skip("root writes in a read-only folder")
+              "in a file": tmp_path / "file.txt" / "r.jsonl"}
     expected = {"a folder": f"--output {tmp_path} is a folder",
                 "in a missing folder": f"its folder {tmp_path / 'missing'} does not exist",
-                "in a file": f"its folder {tmp_path / 'file.txt'} does not exist (it is a file)",
-                "in a read-only folder": f"no file can be written in {tmp_path / 'locked'}"}
+                "in a file": f"its folder {tmp_path / 'file.txt'} does not exist (it is a file)"}
     code, _, err = run(capsys, "--model", "negbook-tiny", "--checkpoint", tiny_checkpoint, "--output", output[which])
     assert code == 1 and expected[which] in err
 
