@@ -1,6 +1,7 @@
 """The caption parser on every example the seeds print, on each benchmark's templates, and on
 captions it must refuse rather than guess."""
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -149,12 +150,117 @@ def test_the_labelled_parse_set_is_parsed_exactly_and_never_negates_what_a_capti
     kinds = " ".join(labelled["kind"])
     for kind in ("LCSE Table 7", "NegBench MCQ", "Retrieval-Neg", "COCO-Confusion", "VALSE", "FACTOR", "nested",
                  "compound", "predicate after comma", "lacking", "free of", "devoid of", "with no", "without any",
-                 "nothing", "nobody", "no one", "no-one", "none of", "foreign language", "knotted", "no smoking"):
+                 "nothing", "nobody", "no one", "no-one", "none of", "foreign language", "knotted", "no smoking",
+                 "serial comma list after a prefix cue", "exception phrase", "substitution phrase", "quantity negator",
+                 "nominal negation", "verbal negation", "derived negation", "none of with a predicate",
+                 "none of bare", "none of with a relation refused", "prefix scope ends at a comma before a clause"):
         assert kind in kinds, kind
     scored = score_parses(labelled, parse_captions)
     summary = parse_set_summary(scored, "this checkout")
     assert summary["exact match"] >= 0.97, scored[~scored["exact"]]
     assert summary["captions with a wrongly negated concept"] == 0, scored[scored["wrongly negated"] != ""]
+    assert summary["captions with a wrongly affirmed concept"] == 0, scored[scored["wrongly affirmed"] != ""]
+
+
+def test_the_parse_set_score_counts_polarity_flips_in_both_directions(tmp_path):
+    from negutils.methods import read_parse_set, score_parses
+
+    path = tmp_path / "set.tsv"
+    path.write_text("caption\tkind\tparse\nno dog\tprefix\tSINGLE(dog-)\na cat\taffirmative\tSINGLE(cat)\n"
+                    "no bird\trefused\tUNPARSED\n")
+    flipped = {"no dog": flat("SINGLE", "dog"), "a cat": flat("SINGLE", "cat-"), "no bird": None}
+    parse = lambda captions: {c: SimpleNamespace(parse=flipped[c], reason="") for c in captions}  # noqa: E731
+    scored = score_parses(read_parse_set(path), parse).set_index("caption")
+    assert list(scored["wrongly affirmed"]) == ["dog", "", ""]
+    assert list(scored["wrongly negated"]) == ["", "cat", ""]
+
+
+def polarity(caption: str) -> dict[str, bool]:
+    """{concept: negated} of a caption the parser must read (it fails the test if refused)."""
+    parsed = parse_lcse(caption)
+    assert parsed.parsed, f"{caption!r} refused: {parsed.reason}"
+    return {**{c: False for c in parsed.affirmed}, **{c: True for c in parsed.negated}}
+
+
+@pytest.mark.parametrize("caption,expected", [
+    ("no dogs, cats, or birds", {"dog": True, "cat": True, "bird": True}),
+    ("There are no cups, plates, and forks on the table.", {"cup": True, "plate": True, "fork": True, "table": False}),
+    ("A street without a car, a bus, or a bike.", {"street": False, "car": True, "bus": True, "bike": True})])
+def test_a_prefix_cue_negates_every_member_of_a_serial_comma_list(caption, expected):
+    assert polarity(caption) == expected
+
+
+def test_a_serial_comma_list_keeps_its_one_connective():
+    assert canonical(parse_lcse("A cup, a plate, or a fork.").parse) == canonical(flat("OR", "cup", "plate", "fork"))
+
+
+@pytest.mark.parametrize("caption,expected", [
+    ("everything except a dog", {"dog": True}),
+    ("A room with everything except a bed.", {"room": False, "bed": True}),
+    ("Everything but the cats and the birds.", {"cat": True, "bird": True})])
+def test_an_exception_after_everything_negates_the_excepted_concepts(caption, expected):
+    assert polarity(caption) == expected
+
+
+@pytest.mark.parametrize("caption", ["All the animals except the dog are sleeping.", "Nothing except a cup.",
+                                     "Everyone except the man is smiling."])
+def test_an_exception_that_leaves_its_concept_present_is_refused(caption):
+    parsed = parse_lcse(caption)
+    assert not parsed.parsed and "exception" in parsed.reason
+
+
+@pytest.mark.parametrize("caption,expected", [
+    ("a cat instead of a dog", {"cat": False, "dog": True}),
+    ("The room has a bed rather than a sofa.", {"room": False, "bed": False, "sofa": True}),
+    ("Instead of a dog, a cat sits on the sofa.", {"dog": True, "cat": False, "sofa": False})])
+def test_a_substitution_negates_the_replaced_concept_and_affirms_its_substitute(caption, expected):
+    assert polarity(caption) == expected
+
+
+def test_a_list_after_a_substitution_is_refused():
+    parsed = parse_lcse("A cat instead of a dog, a bird and a fish.")
+    assert not parsed.parsed and "substitution" in parsed.reason
+
+
+@pytest.mark.parametrize("caption,expected", [
+    ("hardly any dogs", {"dog": True}), ("A street with barely any cars.", {"street": False, "car": True}),
+    ("There are scarcely any people on the beach.", {"people": True, "beach": False}),
+    ("Few, if any, boats on the lake.", {"boat": True, "lake": False}),
+    ("A shelf with little or no books.", {"shelf": False, "book": True})])
+def test_a_quantity_negator_reads_as_absence(caption, expected):
+    assert polarity(caption) == expected
+
+
+@pytest.mark.parametrize("caption,expected", [
+    ("the absence of a dog", {"dog": True}), ("No sign of a dog.", {"dog": True}),
+    ("a sofa that lacks a dog", {"sofa": False, "dog": True}),
+    ("The room lacks chairs and tables.", {"room": False, "chair": True, "table": True}),
+    ("a dog-free sofa", {"sofa": False, "dog": True}), ("The sofa is dog-free.", {"sofa": False, "dog": True}),
+    ("A dog-free sofa and a cat.", {"sofa": False, "dog": True, "cat": False})])
+def test_nominal_verbal_and_derived_negation_negate_their_concept(caption, expected):
+    assert polarity(caption) == expected
+
+
+@pytest.mark.parametrize("caption,expected", [
+    ("None of the dogs have collars.", {"dog": False, "collar": True}),
+    ("None of the people are wearing hats.", {"people": False, "hat": True}),
+    ("None of the men wear hats or glasses.", {"man": False, "hat": True, "glass": True}),
+    ("A yard with none of the dogs.", {"yard": False, "dog": True}), ("None of the plates.", {"plate": True})])
+def test_none_of_negates_a_predicates_object_and_only_a_bare_none_of_negates_its_set(caption, expected):
+    assert polarity(caption) == expected
+
+
+@pytest.mark.parametrize("caption", ["None of the dogs are on the sofa.", "None of the dogs are sleeping."])
+def test_none_of_with_a_predicate_that_has_no_object_is_refused(caption):
+    parsed = parse_lcse(caption)
+    assert not parsed.parsed and "none of" in parsed.reason
+
+
+@pytest.mark.parametrize("caption,expected", [
+    ("Without a leash, a dog runs in the park.", {"leash": True, "dog": False, "park": False}),
+    ("There is no cat, the dog is sleeping.", {"cat": True, "dog": False})])
+def test_a_comma_before_a_clause_ends_a_prefix_cues_scope(caption, expected):
+    assert polarity(caption) == expected
 
 
 @pytest.mark.parametrize("caption,reason", [("Un perro sin correa.", "not English"),

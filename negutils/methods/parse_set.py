@@ -1,6 +1,7 @@
-"""The caption parser measured on a labelled set of parses: exact-match accuracy, and the error that
-matters most to KTN and LCSE, a concept negated that the caption affirms (both would then reward
-an image for lacking something the caption asks for).
+"""The caption parser measured on a labelled set of parses: exact-match accuracy, and the errors that
+matter most to KTN and LCSE, polarity flips: a concept negated that the caption affirms (both would
+then reward an image for lacking something the caption asks for), and a concept affirmed that the
+caption negates (they would reward an image for showing what the caption excludes).
 
 The set (``tests/data/parse_set.tsv``) writes each parse compactly: ``AND(kite, boat-)``,
 ``OR(AND(kite, boat), SINGLE(car))``, ``NONE(dog chasing, cat)``, ``-`` marking a negated concept,
@@ -64,14 +65,15 @@ def read_parse_set(path: str | os.PathLike) -> pd.DataFrame:
     return frame.assign(expected=expected)
 
 
-def _negated(parse: dict | None) -> set[str]:
-    return {c["name"] for c in literals(parse) if c["negated"]} if parse else set()
+def _with_polarity(parse: dict | None, negated: bool) -> set[str]:
+    return {c["name"] for c in literals(parse) if c["negated"] == negated} if parse else set()
 
 
 def score_parses(labelled: pd.DataFrame, parse: Callable[[list[str]], dict]) -> pd.DataFrame:
     """Per labelled caption: the parser's parse (``parse(captions)`` -> {caption: CaptionParse}),
-    whether it equals the label exactly (up to concept order), and the concepts it negates that the
-    label does not (a concept negated that the caption affirms, or names at all)."""
+    whether it equals the label exactly (up to concept order), the concepts it negates that the
+    label does not (a concept negated that the caption affirms, or names at all), and the concepts
+    it affirms that the label negates. A refusal flips nothing."""
     parses = parse(list(labelled["caption"]))
     rows = []
     for caption, kind, expected in labelled[["caption", "kind", "expected"]].itertuples(index=False):
@@ -79,12 +81,15 @@ def score_parses(labelled: pd.DataFrame, parse: Callable[[list[str]], dict]) -> 
         exact = (got is None and expected is None) or (got is not None and expected is not None and
                                                         canonical(got) == canonical(expected))
         rows.append({"caption": caption, "kind": kind, "exact": exact,
-                     "wrongly negated": ", ".join(sorted(_negated(got) - _negated(expected))),
+                     "wrongly affirmed": ", ".join(sorted(_with_polarity(got, False) & _with_polarity(expected, True))),
+                     "wrongly negated": ", ".join(sorted(_with_polarity(got, True) - _with_polarity(expected, True))),
                      "reason": parses[caption].reason})
     return pd.DataFrame(rows)
 
 
 def parse_set_summary(scored: pd.DataFrame, parser: str) -> dict:
-    """Exact-match accuracy and the captions with a concept negated that the label affirms."""
+    """Exact-match accuracy and the captions with a polarity flip each way: a concept affirmed that the
+    label negates, and a concept negated that the label affirms."""
     return {"parser": parser, "captions": len(scored), "exact match": float(scored["exact"].mean()),
+            "captions with a wrongly affirmed concept": int((scored["wrongly affirmed"] != "").sum()),
             "captions with a wrongly negated concept": int((scored["wrongly negated"] != "").sum())}

@@ -13,18 +13,37 @@ items into two views:
   :mod:`negutils.core.logic`).
 
 What the grammar does, in order: sentences are conjoined; commas split a sentence into segments
-joined by the connective after the comma (a comma before a bare concept is a list separator); a
-prefix cue ("no", "not", "without", "lacking", "neither", "free of", "devoid of", "none of", "with
-no", "without any") negates the concepts after it across connectives and list commas, until "but",
-a new cue, or a concept that no connective joins to the one before ("no dog on the grass" leaves the
-grass affirmed), and under it "or" reads as "and" ("without A or B" is "neither A nor B"); a
-predicate cue after a concept ("A is missing", "A is not present", "A is not visible") negates its
-own clause only: that concept, and after a plural copula ("A, B and C are missing") the list ending
-there, never a concept of an earlier clause, whatever punctuation joins them; a predicate cue
-followed by a concept is a prefix cue ("a room lacking chairs"); a negated negator ("A is not
-missing", "it is not true that there is no A", "... is not the case") cancels. The pronoun
-"nothing" negates nothing concrete ("nothing on the table": the table is there); "nobody", "no
-one" and "no-one" negate a person; "nothing ... but" is refused.
+joined by the connective after the comma (a comma before a bare concept is a list separator, and so
+is the serial comma before "and" / "or" and a list's last member: "A, B, or C"); a prefix cue ("no",
+"not", "without", "lacking", "lacks", "neither", "free of", "devoid of", "clear of", "with no",
+"without any") negates the concepts after it across connectives and list commas, until "but", a new
+cue, a concept that no connective joins to the one before ("no dog on the grass" leaves the grass
+affirmed), or a comma before a concept with a predicate of its own ("without a leash, a dog runs":
+the dog is there; after a comma list, "no A, B, C are ...", that comma is refused as ambiguous), and
+under it "or" reads as "and" ("without A or B" is "neither A nor B"); a predicate cue after a
+concept ("A is missing", "A is not present", "A is not visible") negates its own clause only: that
+concept, and after a plural copula ("A, B and C are missing") the list ending there, never a concept
+of an earlier clause, whatever punctuation joins them; a predicate cue followed by a concept is a
+prefix cue ("a room lacking chairs"); a negated negator ("A is not missing", "it is not true that
+there is no A", "... is not the case") cancels. The pronoun "nothing" negates nothing concrete
+("nothing on the table": the table is there); "nobody", "no one" and "no-one" negate a person;
+"nothing ... but" is refused.
+
+Negation carried by more than a cue word is read as a prefix cue where it leaves its concepts
+absent: a noun of absence ("the absence of A", "a lack of A") or of evidence after a cue ("no sign
+of A", "without any trace of A"); a quantity negator, which asserts near-absence, read as absence
+("hardly any A", "barely any", "scarcely any", "few, if any,", "little or no"; "hardly anyone"
+negates a person, "hardly anything" is "nothing"); an exception after a universal pronoun
+("everything except A", "all except A", "anything but A", "anything other than A"), while an
+exception after a concept ("all the dogs except A"), after "nothing", or followed by a predicate
+("everyone except A is smiling") leaves A present and is refused; a substitution ("B instead of A",
+"rather than", "in place of"), whose scope also ends at a comma ("instead of A, B": B is there), and
+which is refused before a list ("B instead of A, C and D"). A suffix negates its own noun only and
+joins it to the noun it modifies ("a dog-free sofa", "a dog-less yard", "the sofa is dog-free").
+"None of the X" bare negates X ("a yard with none of the dogs"); followed by a predicate it keeps X
+and negates the predicate's object ("none of the dogs have collars": dogs, no collars), and with a
+predicate that has no object ("none of the dogs are on the sofa", "... are sleeping") it negates a
+relation the format cannot write: refused.
 Phrases that frame the picture ("this image features", "an image with", "in this image") carry
 no concept. A verb after a concept belongs to it ("dog chasing"); "with" and a noun join the
 concept before them ("man with beard") unless "or" or a comma follows, where "with" coordinates
@@ -73,7 +92,7 @@ ENGLISH_FUNCTION_WORDS = {"a", "an", "the", "of", "in", "on", "at", "with", "wit
                           "not", "is", "are", "was", "were", "there", "this", "that", "these", "those", "it", "its",
                           "to", "by", "for", "from", "near", "under", "over", "some", "two", "three", "one", "his",
                           "her", "their", "has", "have", "neither", "nor", "either", "next", "behind", "image",
-                          "photo", "picture"}
+                          "photo", "picture", "any", "if", "few", "all", "none", "except", "than", "instead"}
 FRAME_NOUNS = {"image", "picture", "photo", "photograph", "scene", "shot", "snapshot", "view", "case", "sight"}
 FRAME_VERBS = {"feature", "show", "depict", "contain", "include", "be", "have", "present", "see", "appear",
                "display", "capture", "seem", "there", "true"}
@@ -81,8 +100,26 @@ DETERMINERS = {"a", "an", "the", "some", "any", "this", "that", "these", "those"
 CONNECTIVES = {"and": "AND", "or": "OR", "nor": "NOR", "but": "BUT", "either": "EITHER", "both": "BOTH"}
 PHRASES = {("as", "well", "as"): "AND", ("together", "with"): "AND", ("along", "with"): "AND",
            ("at", "least", "one", "of"): "EITHER", ("free", "of"): "NEG", ("devoid", "of"): "NEG",
-           ("none", "of"): "NEG", ("no", "one"): "NOBODY", ("no", "-", "one"): "NOBODY", ("or", "else"): "OR",
+           ("clear", "of"): "NEG", ("empty", "of"): "NEG", ("absence", "of"): "NEG", ("lack", "of"): "NEG",
+           ("instead", "of"): "SUBST", ("rather", "than"): "SUBST", ("in", "place", "of"): "SUBST",
+           ("in", "lieu", "of"): "SUBST", ("no", "one"): "NOBODY", ("no", "-", "one"): "NOBODY", ("or", "else"): "OR",
            ("and", "also"): "AND", ("it", "is", "not", "true", "that"): "FLIP", ("is", "not", "the", "case"): "FLIP"}
+# a verb that negates its object ("a sofa that lacks a dog"), by lemma
+VERB_CUES = {"lack"}
+# quantity negators assert near-absence, which a scorer can only read as absence: a degree adverb before
+# "any" ("hardly any dogs"), and "few" / "little" before "if any" or "or no" ("few, if any, boats")
+NEAR_ZERO_ADVERBS = {"hardly", "barely", "scarcely"}
+FEW_WORDS = {"few", "little"}
+# exceptions: after a universal pronoun the excepted concepts are absent ("everything except a dog");
+# "but" is one only after a pronoun ending in "-thing", "-one" or "-body" ("all but empty" means "almost")
+EXCEPTION_MARKERS = (("except", "for"), ("except",), ("excluding",), ("apart", "from"), ("aside", "from"),
+                     ("other", "than"), ("save", "for"), ("but",))
+UNIVERSAL_PRONOUNS = {"everything", "anything", "all", "everyone", "everybody", "anyone", "anybody"}
+# nouns of evidence that a negation reaches through ("no sign of a dog" negates the dog, not the sign)
+EVIDENCE_NOUNS = {"sign", "signs", "trace", "traces", "hint", "evidence"}
+# a noun made a negating modifier by a suffix ("a dog-free sofa", "a dog-less yard")
+DERIVED_SUFFIXES = {"free", "less"}
+CLAUSE_ENDS = {",", ".", ";", "!", "?", "but"}
 OPERATOR_NAMES = ("SINGLE", "AND", "OR", "NONE")
 
 
@@ -96,12 +133,15 @@ class Token:
 
 @dataclass
 class Item:
-    # C, NEG, PRED, AFFPRED, FLIP, AND, OR, NOR, BUT, EITHER, BOTH, NEITHER, NOTHING, COMMA, LIST, STOP
+    # C, NEG, NEG1 (negates the one concept after it), SUBST (a substitution: NEG until a comma), CUE (a cue
+    # word that negates nothing itself), PRED, AFFPRED, FLIP, AND, OR, NOR, BUT, EITHER, BOTH, NEITHER,
+    # NOTHING, COMMA, LIST, STOP, REFUSE (the caption is refused: text is why)
     kind: str
     text: str = ""                         # a concept's phrase
     span: tuple[int, int] = (0, 0)         # token range in the caption
     negated: bool = False
     plural: bool = False                   # a PRED after a plural copula ("are missing") scopes over a list
+    subject: bool = False                  # a concept with a predicate of its own ("a dog runs"): a clause
 
 
 @dataclass
@@ -129,17 +169,25 @@ _FALLBACK_FUNCTION = {"a": "DET", "an": "DET", "the": "DET", "this": "DET", "tha
                       "absent": "ADJ", "lacking": "VERB", "nowhere": "ADV", "also": "ADV", "else": "ADV",
                       "together": "ADV", "as": "ADP", "well": "ADV", "along": "ADP", "at": "ADP", "least": "ADJ",
                       "one": "NUM", "true": "ADJ", "included": "VERB", "features": "VERB", "feature": "VERB",
-                      "shows": "VERB", "depicts": "VERB", "contains": "VERB", "showing": "VERB"}
+                      "shows": "VERB", "depicts": "VERB", "contains": "VERB", "showing": "VERB", "has": "VERB",
+                      "have": "VERB", "lacks": "VERB", "lack": "VERB", "lacked": "VERB", "wearing": "VERB",
+                      "everything": "PRON", "anything": "PRON", "everyone": "PRON", "everybody": "PRON",
+                      "anyone": "PRON", "anybody": "PRON", "all": "DET", "except": "SCONJ", "excluding": "VERB",
+                      "than": "ADP", "instead": "ADV", "rather": "ADV", "hardly": "ADV", "barely": "ADV",
+                      "scarcely": "ADV", "few": "ADJ", "little": "ADJ", "if": "SCONJ", "free": "ADJ",
+                      "less": "ADJ", "them": "PRON", "was": "AUX", "were": "AUX"}
+_FALLBACK_LEMMA = {"lacks": "lack", "lacked": "lack", "lacking": "lack", "is": "be", "are": "be", "was": "be",
+                   "were": "be", "has": "have", "wearing": "wear"}
 
 
 def _fallback_tokens(caption: str) -> list[Token]:
-    words = re.findall(r"n't|'s|[A-Za-z]+|[.,;]", caption)
+    words = re.findall(r"n't|'s|[A-Za-z]+|[.,;-]", caption)
     out = []
     for w in words:
         low = w.lower()
-        pos = "PUNCT" if low in ".,;" else _FALLBACK_FUNCTION.get(low, "NOUN")
+        pos = "PUNCT" if low in ".,;-" else _FALLBACK_FUNCTION.get(low, "NOUN")
         lemma = low[:-1] if pos == "NOUN" and low.endswith("s") and not low.endswith("ss") and len(low) > 3 else low
-        out.append(Token(w, lemma, pos, "neg" if low in ("not", "n't") else ""))
+        out.append(Token(w, _FALLBACK_LEMMA.get(low, lemma), pos, "neg" if low in ("not", "n't") else ""))
     return out
 
 
@@ -183,9 +231,16 @@ def _items(tokens: list[Token]) -> list[Item]:
     """The caption as concept phrases, cues and connectives; framing words are dropped."""
     words = [t.text.lower() for t in tokens]
     items: list[Item] = []
+    negate_at: dict[int, int] = {}          # object token -> start of the predicate that negates it ("none of")
     i = 0
     while i < len(tokens):
         t, w = tokens[i], words[i]
+        if i in negate_at:
+            items.append(Item("NEG", span=(negate_at.pop(i), i)))
+        after = _negating_phrase(tokens, words, i, items, negate_at)
+        if after is not None:
+            i = after
+            continue
         phrase = _match_phrase(words, i)
         if phrase:
             kind, n = phrase
@@ -220,7 +275,8 @@ def _items(tokens: list[Token]) -> list[Item]:
             items.append(Item("PRED", span=(i, end), plural=_plural_copula(words, i)))
             i = end
             continue
-        elif w in PREFIX_CUES or t.dep == "neg" or (w in PREDICATE_CUES and _starts_concept(tokens, words, i + 1)):
+        elif w in PREFIX_CUES or t.dep == "neg" or ((w in PREDICATE_CUES or t.lemma in VERB_CUES and t.pos == "VERB")
+                                                    and _starts_concept(tokens, words, i + 1)):
             follows_concept = items and items[-1].kind == "C" and i + 1 < len(tokens)
             if w in ("not", "n't") and follows_concept and words[i + 1] in PREDICATE_CUES:
                 end = _clause_end(words, i)               # "is not missing": a negated negation
@@ -238,10 +294,130 @@ def _items(tokens: list[Token]) -> list[Item]:
             items.append(Item("NEG", span=(i, i + 1)))
         elif _is_noun(t) or (t.pos == "ADJ" and i + 1 < len(tokens) and _is_noun(tokens[i + 1])) \
                 or (t.pos == "NOUN" and t.lemma not in FRAME_NOUNS):
+            before = len(items)
             i = _concept(tokens, words, i, items)
+            if len(items) > before and _predicate_at(tokens, words, i) == i:
+                items[-1].subject = True
             continue
         i += 1
+    if negate_at:                               # the object a predicate negates was read into another phrase
+        items.append(Item("REFUSE", "a negated predicate whose object could not be found"))
     return items
+
+
+def _negating_phrase(tokens: list[Token], words: list[str], i: int, items: list[Item],
+                     negate_at: dict[int, int]) -> int | None:
+    """A negation carried by more than a cue word, read at token i: "none of", a quantity negator, an
+    exception, a noun of evidence after a cue, a derived negation ("dog-free"). Appends its items and
+    returns the next token index, or None when none starts at i."""
+    if words[i:i + 2] == ["none", "of"]:
+        return _none_of(tokens, words, i, items, negate_at)
+    n = _quantity_negator(words, i)
+    if n:
+        last = words[i + n - 1]
+        if last in ("anyone", "anybody"):
+            items += [Item("NEG", span=(i, i + n)), Item("C", "person", (i, i + n))]
+        else:
+            items.append(Item("NOTHING" if last == "anything" else "NEG", span=(i, i + n)))
+        return i + n
+    n = _exception_marker(words, i)
+    if n:
+        return _exception(tokens, words, i, n, items)
+    if items and items[-1].kind == "NEG" and words[i] in EVIDENCE_NOUNS and words[i + 1:i + 2] == ["of"]:
+        items[-1].span = (items[-1].span[0], i + 2)          # "no sign of a dog": the cue reaches the dog
+        return i + 2
+    if _derived_negation(tokens, words, i):
+        items += [Item("NEG1", span=(i + 1, i + 3)), Item("C", tokens[i].lemma, (i, i + 1))]
+        return i + 3
+    return None
+
+
+def _quantity_negator(words: list[str], i: int) -> int:
+    """How many tokens a quantity negator at i takes ("hardly any", "few, if any,", "little or no"), or 0."""
+    if words[i] in NEAR_ZERO_ADVERBS and words[i + 1:i + 2] in (["any"], ["anyone"], ["anybody"], ["anything"]):
+        return 2
+    if words[i] not in FEW_WORDS:
+        return 0
+    j = i + 1 + (words[i + 1:i + 2] == [","])
+    if words[j:j + 2] == ["if", "any"]:
+        return j + 2 + (words[j + 2:j + 3] == [","]) - i
+    return j + 2 - i if words[j:j + 2] == ["or", "no"] else 0
+
+
+def _exception_marker(words: list[str], i: int) -> int:
+    """How many tokens an exception marker at i takes ("except for", "other than"; "but" only after
+    "everything", "anyone" and the like, elsewhere it is the connective), or 0."""
+    for marker in EXCEPTION_MARKERS:
+        if tuple(words[i:i + len(marker)]) == marker:
+            return len(marker) if marker != ("but",) or (i > 0 and words[i - 1] in UNIVERSAL_PRONOUNS - {"all"}) else 0
+    return 0
+
+
+def _exception(tokens: list[Token], words: list[str], i: int, n: int, items: list[Item]) -> int:
+    """An exception marker of n tokens at i. After a universal pronoun with no predicate to follow
+    ("everything except a dog") the excepted concepts are absent: a prefix cue. After a concept ("all the
+    dogs except the puppy"), a negative pronoun ("nothing except a cup": the cup is there) or with a
+    predicate ("everyone except the man is smiling": the man is there) it is refused."""
+    before = words[i - 2] if i > 1 and words[i - 1] == "else" else (words[i - 1] if i > 0 else "")
+    if before in UNIVERSAL_PRONOUNS and _predicate_at(tokens, words, i + n) is None:
+        items.append(Item("NEG", span=(i, i + n)))
+    elif before in UNIVERSAL_PRONOUNS:
+        items.append(Item("REFUSE", "an exception with a predicate ('everyone except A is ...') is not covered"))
+    else:
+        items.append(Item("REFUSE", f"an exception ('{' '.join(words[i:i + n])}') is read only after 'everything' "
+                                    "or 'anything' (the excepted concept is then absent)"))
+    return i + n
+
+
+def _none_of(tokens: list[Token], words: list[str], i: int, items: list[Item], negate_at: dict[int, int]) -> int:
+    """'none of the X' at i. Bare, X is absent ("a yard with none of the dogs"). With a predicate, X is
+    there and the predicate's object is absent ("none of the dogs have collars": dogs, no collars); a
+    predicate with no object ("are on the sofa", "are sleeping") negates a relation or a state, which
+    the format cannot write: refused."""
+    verb = _predicate_at(tokens, words, i + 2)
+    if verb is None:
+        items.append(Item("NEG", span=(i, i + 2)))
+        return i + 2
+    obj = _object_after(tokens, words, verb)
+    if obj is None:
+        items.append(Item("REFUSE", "'none of' with a predicate that names no absent object (a negated relation "
+                                    "or state) is not covered"))
+    else:
+        items.append(Item("CUE", span=(i, i + 2)))        # negates nothing itself: dropped from the stripped text
+        negate_at[obj] = verb
+    return i + 2
+
+
+def _predicate_at(tokens: list[Token], words: list[str], j: int) -> int | None:
+    """The first token of a predicate in the clause from token j: an auxiliary, or a verb that is not
+    attached to the noun before it ("the dogs sleeping on the sofa" has none); None if there is none."""
+    while j < len(tokens) and words[j] not in CLAUSE_ENDS:
+        if tokens[j].pos == "AUX" or (tokens[j].pos == "VERB" and tokens[j].dep not in ("acl", "amod")):
+            return j
+        j += 1
+    return None
+
+
+def _object_after(tokens: list[Token], words: list[str], verb: int) -> int | None:
+    """Where the direct object of the predicate starting at ``verb`` begins (determiners, adjectives, then
+    a noun after its auxiliaries and verb), or None: after a bare copula ("are dogs"), before a preposition
+    ("are parked on the street"), or after a negated verb (a double negation)."""
+    k = verb
+    while k < len(tokens) and tokens[k].pos in ("AUX", "VERB", "PART"):
+        if words[k] in ("not", "n't") or tokens[k].dep == "neg":
+            return None
+        k += 1
+    if tokens[k - 1].lemma == "be":
+        return None
+    j = k
+    while j < len(tokens) and (words[j] in DETERMINERS or tokens[j].pos in ("ADJ", "NUM")):
+        j += 1
+    return k if j < len(tokens) and _is_noun(tokens[j]) else None
+
+
+def _derived_negation(tokens: list[Token], words: list[str], i: int) -> bool:
+    """Whether token i is a noun that a suffix makes a negating modifier ("dog" in "dog-free", "dog-less")."""
+    return i + 2 < len(tokens) and _is_noun(tokens[i]) and words[i + 1] == "-" and words[i + 2] in DERIVED_SUFFIXES
 
 
 def _starts_concept(tokens: list[Token], words: list[str], j: int) -> bool:
@@ -269,8 +445,7 @@ def _concept(tokens: list[Token], words: list[str], i: int, items: list[Item]) -
     parts = []
     while i < len(tokens) and (tokens[i].pos in ("ADJ", "NOUN", "PROPN", "NUM")) and words[i] not in CONNECTIVES \
             and words[i] not in PREDICATE_CUES and words[i] not in ("present", "true") and \
-            not (tokens[i].pos == "NOUN" and tokens[i].lemma in FRAME_NOUNS) and not _match_phrase(words, i) \
-            and words[i] not in NOTHING_WORDS | NOBODY_WORDS:
+            not (tokens[i].pos == "NOUN" and tokens[i].lemma in FRAME_NOUNS) and not _opens_cue(tokens, words, i):
         parts.append(i)
         i += 1
     if not parts or tokens[parts[-1]].pos not in ("NOUN", "PROPN"):
@@ -286,14 +461,22 @@ def _concept(tokens: list[Token], words: list[str], i: int, items: list[Item]) -
         while j < len(tokens) and words[j] in DETERMINERS:
             j += 1
         k = j
-        while k < len(tokens) and tokens[k].pos in ("ADJ", "NOUN", "PROPN") and words[k] not in CONNECTIVES:
+        while k < len(tokens) and tokens[k].pos in ("ADJ", "NOUN", "PROPN") and words[k] not in CONNECTIVES and \
+                not _opens_cue(tokens, words, k):
             k += 1
         if k > j and tokens[k - 1].pos in ("NOUN", "PROPN") and tokens[k - 1].lemma not in FRAME_NOUNS and \
-                (k >= len(tokens) or words[k] not in ("or", ",")):
+                (k >= len(tokens) or words[k] not in ("or", ",", "-")):
             text += ["with"] + [words[m] for m in range(j, k - 1)] + [tokens[k - 1].lemma]
             i = k
     items.append(Item("C", " ".join(text), (start, i)))
     return i
+
+
+def _opens_cue(tokens: list[Token], words: list[str], i: int) -> bool:
+    """Whether a cue starts at token i, which a noun phrase must then not swallow ("a yard with none of the
+    dogs", "a shelf with few, if any, books", "a complete lack of chairs", "a big dog-free sofa")."""
+    return words[i] in PREFIX_CUES | NOTHING_WORDS | NOBODY_WORDS or _match_phrase(words, i) is not None or \
+        _quantity_negator(words, i) > 0 or _derived_negation(tokens, words, i)
 
 
 # ----------------------------------------------------------------------------- grammar
@@ -315,15 +498,19 @@ def _literals(segment: list[Item], negated_scope: bool) -> tuple[list[tuple[str,
     lits, ops = [], []
     scope = negated_scope
     pending: str | None = None
-    open_cue = False
+    open_cue = one_concept = False
     for k, it in enumerate(segment):
-        if it.kind in ("NEG", "NEITHER"):
-            if k > 0 and segment[k - 1].kind == "NEG":
+        if it.kind in ("NEG", "NEITHER", "SUBST"):
+            if k > 0 and segment[k - 1].kind in ("NEG", "SUBST"):
                 raise Unparsed("two negation cues in a row")
             open_cue = True
             if lits and pending is None:
                 pending = "AND"               # "A without B", "A lacking B"
             scope = True
+        elif it.kind == "NEG1":
+            one_concept = True                # "dog-free": the cue negates its own noun, and no scope opens
+            if lits and pending is None:
+                pending = "AND"
         elif it.kind == "NOTHING":
             if any(s.kind == "BUT" for s in segment[k:]):
                 raise Unparsed("'nothing ... but' (an exception) is not covered")
@@ -333,6 +520,12 @@ def _literals(segment: list[Item], negated_scope: bool) -> tuple[list[tuple[str,
         elif it.kind == "WITH":
             if lits and pending is None:
                 pending = "AND"
+        elif it.kind == "LIST" and scope and k + 1 < len(segment) and segment[k + 1].subject:
+            # "without a leash, a dog runs": a comma before a clause ends the cue's scope; after a list
+            # ("no A, B, C are ...") it may be the list's last member: refused
+            if "LIST" in ops:
+                raise Unparsed("a comma list under a negation cue that ends in a clause is ambiguous")
+            scope, pending = False, "AND"
         elif it.kind == "LIST":
             if lits and pending is None:
                 pending = "LIST"
@@ -341,18 +534,20 @@ def _literals(segment: list[Item], negated_scope: bool) -> tuple[list[tuple[str,
                 pending = "AND" if it.kind == "NOR" or (scope and it.kind == "OR") else it.kind
         elif it.kind == "C":
             if lits:
-                if pending is None and not open_cue:
+                if pending is None and not open_cue and not one_concept:
                     scope = False             # nothing joins it to the concept before: out of the cue's scope
                 ops.append(pending or "NONE")
-            lits.append([it.text, scope, it.span])
-            pending, open_cue = None, False
+            lits.append([it.text, scope or one_concept, it.span])
+            # "a dog-free sofa": the modifier's noun and the noun it modifies are joined
+            attributive = one_concept and k + 1 < len(segment) and segment[k + 1].kind == "C"
+            pending, open_cue, one_concept = "AND" if attributive else None, False, False
         elif it.kind in ("PRED", "AFFPRED"):
             if not lits:
                 raise Unparsed("a negating predicate with no concept before it")
             if it.kind == "PRED":
                 for j in _predicate_subjects(ops, len(lits), it.plural):
                     lits[j][1] = not lits[j][1]
-    if open_cue:
+    if open_cue or one_concept:
         raise Unparsed("a negation cue with no concept in its scope")
     return [tuple(lit) for lit in lits], ops, scope and not any(it.kind == "BUT" for it in segment[-1:])
 
@@ -429,28 +624,46 @@ def _flip(node: dict) -> dict:
     return {"operator": op, "concepts": [{"name": c["name"], "negated": not c["negated"]} for c in node["concepts"]]}
 
 
-def _sentence(items: list[Item]) -> tuple[dict, list]:
-    flip = sum(it.kind == "FLIP" for it in items) % 2 == 1
-    items = [it for it in items if it.kind != "FLIP"]
-    # a comma before a bare concept separates list members; other commas split segments
-    segments, glues, current = [], [], []
+def _segments(items: list[Item]) -> tuple[list[tuple[list[Item], bool]], list[str]]:
+    """A sentence split at its commas: the segments, each with whether a prefix cue's scope may run into
+    it, and the connectives joining them. A comma before a bare concept separates list members; a comma
+    before "and" / "or" and the last member of a comma list is the serial comma ("A, B, or C"); a comma
+    ends a substitution's scope ("instead of a dog, a cat"); other commas split segments, and a segment
+    opened by a connective starts a new clause."""
+    segments, glues, current, carries = [], [], [], True
+    substitution = None                   # an open substitution cue: whether a concept came before it
     for k, it in enumerate(items):
         nxt = items[k + 1] if k + 1 < len(items) else None
+        if it.kind == "SUBST":
+            substitution = any(s.kind == "C" for s in items[:k])
+        if it.kind == "COMMA" and substitution is not None:
+            if substitution and nxt is not None and nxt.kind == "C":
+                raise Unparsed("a list after a substitution ('A instead of B, C'): what it replaces is ambiguous")
+            segments.append((current, carries))
+            current, carries, substitution = [], False, None
+            glues.append("AND")
+            continue
+        serial = nxt is not None and nxt.kind in ("AND", "OR") and k + 2 < len(items) and items[k + 2].kind == "C"
+        if it.kind == "COMMA" and serial and any(s.kind == "LIST" for s in current):
+            continue
         if it.kind == "COMMA" and nxt is not None and nxt.kind != "C":
-            segments.append(current)
-            current = []
-            glue = nxt.kind if nxt.kind in ("AND", "OR", "BUT") else "AND"
-            glues.append("AND" if glue == "BUT" else glue)
+            segments.append((current, carries))
+            current, carries = [], nxt.kind not in ("AND", "OR", "BUT")
+            glues.append(nxt.kind if nxt.kind in ("AND", "OR") else "AND")
             continue
         current.append(Item("LIST", span=it.span) if it.kind == "COMMA" else it)
-    segments.append(current)
-    segments = [s for s in segments if s]
+    segments.append((current, carries))
+    return [(seg, carry) for seg, carry in segments if seg], glues
+
+
+def _sentence(items: list[Item]) -> tuple[dict, list]:
+    flip = sum(it.kind == "FLIP" for it in items) % 2 == 1
+    segments, glues = _segments([it for it in items if it.kind != "FLIP"])
     if not segments:
         raise Unparsed("no concept")
     nodes, lits, scope = [], [], False
-    for seg in segments:
-        # a segment opened by a connective starts a new clause; otherwise a cue's scope runs on
-        node, scope, seg_lits = _segment_node(seg, scope and seg[0].kind not in ("AND", "OR", "BUT"))
+    for seg, carries in segments:
+        node, scope, seg_lits = _segment_node(seg, scope and carries)
         nodes.append(node)
         lits += seg_lits
     kinds = set(glues)
@@ -465,16 +678,18 @@ def _stripped(tokens: list[Token], items: list[Item]) -> str:
     drop = set()
     negated_spans = []
     for it in items:
-        if it.kind in ("NEG", "NEITHER", "PRED", "NOR") or (it.kind == "C" and it.negated):
+        if it.kind in ("NEG", "NEG1", "SUBST", "CUE", "NEITHER", "PRED", "NOR") or (it.kind == "C" and it.negated):
             drop.update(range(*it.span))
             negated_spans.append(it.span)
+    before_span = ("but", "and", ",", "a", "an", "the", "any", "there", "is", "'s", "are")
     for start, _ in negated_spans:            # a "but" / "and" / "," right before a dropped span
         j = start - 1
-        while j >= 0 and tokens[j].text.lower() in ("but", "and", ",", "a", "an", "the", "there", "is", "'s", "are"):
+        while j >= 0 and tokens[j].text.lower() in before_span:
             drop.add(j)
             if tokens[j].text.lower() in ("but", ","):
                 break
             j -= 1
+    drop |= _list_joiners(tokens, drop)
     # a sentence whose every concept is negated goes as a whole ("There is no kite in the image.")
     start = 0
     for k, it in enumerate(items + [Item("STOP", span=(len(tokens), len(tokens)))]):
@@ -487,6 +702,20 @@ def _stripped(tokens: list[Token], items: list[Item]) -> str:
     kept = [t.text for k, t in enumerate(tokens) if k not in drop and t.text not in (".",)]
     text = re.sub(r"\s+([,.])", r"\1", " ".join(kept)).strip(" ,")
     return text
+
+
+def _list_joiners(tokens: list[Token], drop: set[int]) -> set[int]:
+    """The commas and connectives between two dropped phrases: they joined a negated list ("no A, B, or C")."""
+    words = [t.text.lower() for t in tokens]
+    joiners = {",", "and", "or", "nor"}
+    out = set()
+    for k in range(len(tokens)):
+        if words[k] in joiners and k not in drop:
+            before = next((j for j in range(k - 1, -1, -1) if words[j] not in joiners), None)
+            after = next((j for j in range(k + 1, len(tokens)) if words[j] not in joiners | DETERMINERS), None)
+            if before in drop and after in drop:
+                out.add(k)
+    return out
 
 
 def _sentence_start(tokens: list[Token], k: int) -> int:
@@ -502,6 +731,9 @@ def parse_tokens(caption: str, tokens: list[Token]) -> CaptionParse:
     if len(words) >= 3 and not ENGLISH_FUNCTION_WORDS & set(words):
         return CaptionParse(caption, None, "not English: no English function word")
     items = _items(tokens)
+    refusal = next((it.text for it in items if it.kind == "REFUSE"), None)
+    if refusal:
+        return CaptionParse(caption, None, refusal)
     sentences, current = [], []
     for it in items:
         if it.kind == "STOP":
