@@ -123,7 +123,7 @@ def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_chapters, tmp
                              "gpu-dryrun", "--data-root", str(data_root), "--method", "vanilla", "ktn",
                              f"peakpatch:{export}", "--output", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert {"dataset", "split", "model", "pretrained", "task", "metrics", "method"} == set(rows[0])
+    assert {"dataset", "split", "model", "pretrained", "task", "source", "metrics", "method"} == set(rows[0])
     ours = results_frame([{k: v for k, v in r.items() if k != "method"} | {"metrics": {**r["metrics"],
                           "method": r["method"]}} for r in rows])
     assert {"mcq", "retrieval_negated", "confusion_2c", "valse_existence"} <= set(ours["task"])
@@ -135,6 +135,10 @@ def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_chapters, tmp
                          ignore_index=True)
     both = ours.merge(chapters, on=key, suffixes=("", " (chapter)"))
     assert len(both) >= 15 and set(both["method"]) == set(ours["method"])
+    assert (both["source"] == both["source (chapter)"]).all()          # the same items, from the same files
+    source = ours.drop_duplicates(["split", "task"]).set_index(["split", "task"])["source"]
+    assert source[("val", "mcq")] == "COCO_val_mcq_llama3.1_rephrased.csv"
+    assert source[("val", "factor_operator")] == "built"
     for metric in ("accuracy", "R@5", "mAP"):
         measured = both.dropna(subset=[metric, f"{metric} (chapter)"])
         assert len(measured), metric
