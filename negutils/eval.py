@@ -57,7 +57,6 @@ CAPTIONED = ("retrieval_affirmative", "retrieval_negated")      # built from the
 METHODS = ("vanilla", "ec", "ktn", "lcse")
 PEAKPATCH = "peakpatch:"        # peakpatch:FILE, a PeakPatch export (chapter 03 writes the joint model's)
 FIT = "fit"
-ACTIVATIONS = {"gelu": False, "quickgelu": True}        # --activation -> load_backbone's quick_gelu
 
 
 class UsageError(ValueError):
@@ -107,7 +106,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     weights_from = parser.add_mutually_exclusive_group(required=True)
     weights_from.add_argument("--pretrained", help="an open_clip pretrained tag, e.g. openai")
     weights_from.add_argument("--checkpoint", type=Path, help="a local weights file (every key is checked)")
-    parser.add_argument("--activation", choices=list(ACTIVATIONS),
+    parser.add_argument("--activation", choices=list(weights.ACTIVATIONS),
                         help="the activation the weights were trained with: required for a --checkpoint that "
                         "records none (quickgelu for weights descended from OpenAI's CLIP); a tag, or a checkpoint "
                         "that records it, decides, and a different --activation is an error")
@@ -194,38 +193,13 @@ def refuse_repeats(args: argparse.Namespace) -> None:
 
 
 def activation(args: argparse.Namespace) -> bool | None:
-    """``load_backbone``'s ``quick_gelu``: None where --pretrained's tag decides; a checkpoint's
-    recorded activation (or its config's built-in QuickGELU); else --activation, which a checkpoint
-    that records none requires: either activation loads every key, and the wrong one scores wrongly."""
-    requested = None if args.activation is None else ACTIVATIONS[args.activation]
-    if args.pretrained is not None:
-        if Path(args.pretrained).is_file():
-            raise UsageError(f"--pretrained {args.pretrained} is a file: pass it as --checkpoint "
-                             "(--pretrained takes an open_clip tag)")
-        trained = weights.tag_trained_with_quick_gelu(args.model, args.pretrained)
-        return None if requested is None else agreed(requested, trained, f"tag {args.pretrained!r} of {args.model}")
-    if not args.checkpoint.exists():
+    """``load_backbone``'s ``quick_gelu`` for these weights (``weights.command_line_activation``)."""
+    if args.pretrained is not None and Path(args.pretrained).is_file():
+        raise UsageError(f"--pretrained {args.pretrained} is a file: pass it as --checkpoint "
+                         "(--pretrained takes an open_clip tag)")
+    if args.checkpoint is not None and not args.checkpoint.exists():
         raise FileNotFoundError(f"--checkpoint {args.checkpoint} does not exist")
-    recorded = weights.read_checkpoint_metadata(args.checkpoint).get("quick_gelu")
-    if recorded is not None:
-        return agreed(requested, bool(recorded), f"--checkpoint {args.checkpoint}")
-    if weights.config_has_quick_gelu(args.model):
-        return agreed(requested, True, f"config {args.model}")
-    if requested is None:
-        raise UsageError(f"--checkpoint {args.checkpoint} records no activation (open_clip's training format does "
-                         "not): pass --activation quickgelu if its weights descend from OpenAI's CLIP (a fine-tune "
-                         "of --pretrained openai, as NegBench's NegFull is), --activation gelu if they were trained "
-                         "with plain GELU (e.g. open_clip's LAION runs); both load every key, and the wrong one "
-                         "gives wrong scores without an error")
-    return requested
-
-
-def agreed(requested: bool | None, trained: bool, what: str) -> bool:
-    """``trained``, unless --activation asked for the other activation."""
-    if requested is not None and requested != trained:
-        raise UsageError(f"--activation {'quickgelu' if requested else 'gelu'}: {what} was trained with "
-                         f"{weights.activation_name(trained)}; drop --activation, it is decided there")
-    return trained
+    return weights.command_line_activation(args.model, args.pretrained, args.checkpoint, args.activation)
 
 
 def input_files(args: argparse.Namespace) -> dict[str, Path]:

@@ -325,3 +325,18 @@ def test_a_rerun_replaces_its_earlier_results_with_one_row_per_method_split_and_
     rows = [json.loads(line) for line in output.read_text().splitlines()]
     assert sorted((r["method"], r["split"], r["task"]) for r in rows) == sorted(
         (m, "val", t) for m in ("vanilla", "EC") for t in ("mcq", "valse_existence"))
+
+
+def test_the_extraction_runner_takes_the_same_activation_rule(released_checkpoint, tmp_path, capsys):
+    """``python -m negutils.models.features`` (the multi-GPU runner) refuses a checkpoint that records no
+    activation without --activation, as negbook eval does, and extracts with the one given."""
+    from negutils.models.features import main as extract
+
+    captions = tmp_path / "captions.txt"
+    captions.write_text("There is no dog.\nA cat.\n")
+    args = [str(captions), "--model", "negbook-tiny", "--checkpoint", str(released_checkpoint), "--l-p", "2",
+            "--l-a", "1", "--out", str(tmp_path / "cache")]
+    with pytest.raises(SystemExit):
+        extract(args)
+    assert f"--checkpoint {released_checkpoint} records no activation" in capsys.readouterr().err
+    assert extract([*args, "--activation", "quickgelu"]) == 0

@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 from ..core.cache import (array_record, atomic_save, atomic_write_json, config_hash, record_problems,
                           recorded_problems, save_recorded)
 from .backbone import load_backbone
+from .weights import ACTIVATIONS, command_line_activation
 
 FIELDS = ("final", "proj_lp", "eos_lp", "eos_la")
 FORMAT_VERSION = 1
@@ -278,15 +279,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="negbook-tiny")
     parser.add_argument("--pretrained", default=None, help="open_clip tag, e.g. openai (default: seeded random init)")
     parser.add_argument("--checkpoint", default=None, help="weights file instead of a tag")
+    parser.add_argument("--activation", choices=list(ACTIVATIONS),
+                        help="gelu or quickgelu: required for a --checkpoint that records no activation "
+                             "(open_clip's training format); a tag or a checkpoint that records it decides")
     parser.add_argument("--l-p", type=int, required=True)
     parser.add_argument("--l-a", type=int, required=True)
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args(argv)
+    try:        # before the process group starts: every rank would print the same refusal
+        quick_gelu = command_line_activation(args.model, args.pretrained, args.checkpoint, args.activation)
+    except ValueError as err:
+        parser.error(str(err))
     if "RANK" in os.environ and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     try:
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
-        backbone = load_backbone(args.model, args.pretrained, checkpoint=args.checkpoint, device=device)
+        backbone = load_backbone(args.model, args.pretrained, checkpoint=args.checkpoint, device=device,
+                                 quick_gelu=quick_gelu)
         captions = [line for line in args.captions.read_text().splitlines() if line.strip()]
         label = f"{args.model}:{args.checkpoint or args.pretrained or 'seed0'}"
         folder = extract_text_features(backbone, captions, args.l_p, args.l_a, args.out, label, args.batch_size)

@@ -141,6 +141,44 @@ def tag_trained_with_quick_gelu(model_name: str, tag: str) -> bool:
     return bool(cfg.get("quick_gelu", False)) or config_has_quick_gelu(model_name)
 
 
+ACTIVATIONS = {"gelu": False, "quickgelu": True}        # a command line's --activation -> quick_gelu
+
+
+def command_line_activation(model_name: str, pretrained: str | None, checkpoint: str | os.PathLike | None,
+                            activation: str | None) -> bool | None:
+    """``load_backbone``'s ``quick_gelu`` for a command line's weights (``negbook eval``, the feature
+    extraction runner): None where the ``pretrained`` tag or a seeded random init decides; a checkpoint's
+    recorded activation (or its config's built-in QuickGELU); else ``activation`` (--activation), which a
+    checkpoint that records none requires: either activation loads every key, and the wrong one scores
+    wrongly without an error. A --activation that contradicts the weights is an error."""
+    requested = None if activation is None else ACTIVATIONS[activation]
+    if pretrained is not None:
+        trained = tag_trained_with_quick_gelu(model_name, pretrained)
+        return None if requested is None else _agreed(requested, trained, f"tag {pretrained!r} of {model_name}")
+    if checkpoint is None:
+        return requested
+    recorded = read_checkpoint_metadata(checkpoint).get("quick_gelu")
+    if recorded is not None:
+        return _agreed(requested, bool(recorded), f"--checkpoint {checkpoint}")
+    if config_has_quick_gelu(model_name):
+        return _agreed(requested, True, f"config {model_name}")
+    if requested is None:
+        raise ValueError(f"--checkpoint {checkpoint} records no activation (open_clip's training format does "
+                         "not): pass --activation quickgelu if its weights descend from OpenAI's CLIP (a fine-tune "
+                         "of --pretrained openai, as NegBench's NegFull is), --activation gelu if they were trained "
+                         "with plain GELU (e.g. open_clip's LAION runs); both load every key, and the wrong one "
+                         "gives wrong scores without an error")
+    return requested
+
+
+def _agreed(requested: bool | None, trained: bool, what: str) -> bool:
+    """``trained``, unless --activation asked for the other activation."""
+    if requested is not None and requested != trained:
+        raise ValueError(f"--activation {'quickgelu' if requested else 'gelu'}: {what} was trained with "
+                         f"{activation_name(trained)}; drop --activation, it is decided there")
+    return trained
+
+
 def tag_needs_quick_gelu(model_name: str, tag: str) -> bool:
     """True when weights were trained with QuickGELU but the config does not enable it."""
     return tag_trained_with_quick_gelu(model_name, tag) and not config_has_quick_gelu(model_name)
