@@ -72,6 +72,9 @@ def test_rule_based_negator_round_trip():
     assert negate_caption("A dog and a cat", "cat", rng) is None           # names the object
     assert negate_caption("   ", "cat", rng) is None
     assert has_negation_cue("it isn't there") and not has_negation_cue("a knot on a note")
+    for derived in ("a cat instead of a dog", "everything except a dog", "hardly any dogs", "the absence of a dog",
+                    "a sofa that lacks a dog", "a dog-free sofa"):       # the parser's other negating forms
+        assert has_negation_cue(derived), derived
 
 
 def test_checksum_mismatch_moves_the_file_aside_and_keeps_its_bytes(tmp_path):

@@ -55,6 +55,11 @@ def capitalise(text: str) -> str:
 
 NEGATION_CUES = ("no", "not", "without", "never", "none", "nothing", "nobody", "neither", "nor", "n't",
                  "lacking", "absent", "missing")
+# the words of the caption parser's other negating constructions (``negutils.methods.parsing``): exceptions,
+# substitutions, quantity negators, absence nouns, "lacks", and "-free" (the hyphen splits it off its noun). A
+# caption holding one already negates something, so it is never the affirmative side of a minimal pair.
+DERIVED_NEGATION_CUES = ("lack", "lacks", "lacked", "absence", "except", "excluding", "instead", "hardly", "barely",
+                         "scarcely", "free")
 
 
 NEGATION_TEMPLATES = ("{caption} without {a_obj}", "{caption}, but no {obj}", "{caption} with no {obj}",
@@ -67,8 +72,9 @@ AFFIRMED_TEMPLATES = ("{caption} with {a_obj}", "{caption}, but also {a_obj}", "
 
 
 def has_negation_cue(text: str) -> bool:
+    """Whether ``text`` holds a word that negates, by ``NEGATION_CUES`` or ``DERIVED_NEGATION_CUES``."""
     words = re.findall(r"[a-z']+", text.lower())
-    return any(w in NEGATION_CUES or w.endswith("n't") for w in words)
+    return any(w in NEGATION_CUES or w in DERIVED_NEGATION_CUES or w.endswith("n't") for w in words)
 
 
 def negate_caption(caption: str, absent_object: str, rng: np.random.Generator) -> str | None:
