@@ -440,3 +440,25 @@ def test_every_result_row_names_the_source_of_its_items(val, tmp_path):
     assert source["mcq"] == "COCO_val_mcq_llama3.1_rephrased.csv"
     assert results["source"].notna().all() and len(results) > 5
     assert set(source.drop("mcq")) == {"built"}
+
+
+def test_a_released_object_named_in_two_cases_is_one_category(tmp_path):
+    """CC12M-NegCap's object lists are an LLM's extractions: "Dog" beside "dog" is one object, so an image
+    holding a dog never counts "Dog" among the objects it lacks (what its negations would name)."""
+    from negutils.benchmarks.cc12m import NEGCAP_FILE, NEGMCQ_FILE, read_cc12m_negations
+    from PIL import Image
+
+    (tmp_path / "images" / "00000").mkdir(parents=True)
+    for k in range(2):
+        Image.new("RGB", (8, 8), (40 * k, 0, 0)).save(tmp_path / "images" / "00000" / f"00000000{k}.jpg")
+    paths = [f"/fsx/cc12m/images/00000/00000000{k}.jpg" for k in range(2)]
+    pd.DataFrame({"filepath": paths, "caption": ["A dog on a sofa.", "A cat."],
+                  "negative_captions": ["['A sofa without a cat.']", "['A cat, no dog.']"],
+                  "extracted_objects": ["['Dog', 'sofa']", "['cat']"],
+                  "negative_objects": ["['cat']", "['dog']"]}).to_csv(tmp_path / NEGCAP_FILE, index=False)
+    pd.DataFrame({"image_path": paths[:1], "correct_answer": [0], "caption_0": ["A dog."], "caption_1": ["No dog."],
+                  "caption_2": ["A cat."], "caption_3": ["No sofa."], "correct_answer_template": ["positive"]}
+                 ).to_csv(tmp_path / NEGMCQ_FILE, index=False)
+    split = read_cc12m_negations(tmp_path)
+    assert split.categories == ["cat", "dog", "sofa"]
+    assert split.objects[0] == {"dog", "sofa"} and split.absent_categories(0) == ["cat"]

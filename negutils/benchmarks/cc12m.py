@@ -47,6 +47,13 @@ def _string_list(raw: str, path: Path, row: int, column: str) -> list[str]:
     return [v.strip() for v in values]
 
 
+def _object_names(raw: str, path: Path, row: int, column: str) -> list[str]:
+    """An object list (``extracted_objects``, ``negative_objects``) in lower case: the release's objects are an
+    LLM's extractions, so "Dog" and "dog" name one object, and as two categories an image holding a dog would
+    count "Dog" among its absent objects and be negated with it."""
+    return [name.lower() for name in _string_list(raw, path, row, column)]
+
+
 def read_cc12m_negations(folder: str | os.PathLike, name: str = "negtrain") -> CocoSplit:
     """The released CC12M-NegCap and CC12M-NegMCQ under ``folder`` as one split: an image of either file
     is an image of the split (NegCap's first), its captions NegCap's affirmative and negated ones, its
@@ -76,11 +83,11 @@ def read_cc12m_negations(folder: str | os.PathLike, name: str = "negtrain") -> C
             captions[i].append({"caption": caption, "negated": True})
             negcap_rows.append({"image_index": i, "caption": caption})
         if "extracted_objects" in negcap.columns:
-            objects[i] |= set(_string_list(record.extracted_objects, negcap_path, row, "extracted_objects"))
+            objects[i] |= set(_object_names(record.extracted_objects, negcap_path, row, "extracted_objects"))
     categories = set().union(*objects)
     if "negative_objects" in negcap.columns:
         for row, raw in enumerate(negcap["negative_objects"]):
-            categories |= set(_string_list(raw, negcap_path, row, "negative_objects"))
+            categories |= set(_object_names(raw, negcap_path, row, "negative_objects"))
     released_mcq = pd.DataFrame({"image_index": [index[p] for p in mcq["image_path"]],
                                  **{f"caption_{k}": mcq[f"caption_{k}"].astype(str) for k in range(4)},
                                  "correct": mcq["correct_answer"].astype(int),
