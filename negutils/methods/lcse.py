@@ -9,8 +9,8 @@
 A caption with one affirmed concept, or several under NONE, has p_logic = p_soft, so its score is
 exactly holistic. Concept scores s_c use template-ensembled concept embeddings ("a c", "a photo
 of a c"). (mu, beta) are fitted by grid search on pairwise operator tests built from the
-``pretrain`` split (:func:`fit_calibration`); the paper's values are the defaults for real
-backbones.
+``pretrain`` split (:func:`fit_calibration`); the paper's values are the defaults for the backbones
+it calibrated (:func:`default_calibration`), and any other backbone is fitted or given its values.
 """
 from __future__ import annotations
 
@@ -32,7 +32,11 @@ from .parsed_scorer import EditPlan, Fold, ParsedTextScorer
 
 LCSE_TEMPLATES = ("{a_c}", "a photo of {a_c}")
 GAMMA = {"AND": -1.0, "OR": 10.0, "SINGLE": 1.0, "NONE": 1.0}
+# LCSE App. A, "Empirical calibration": "This yields (mu=0.22, beta=30) for CLIP and (mu=0.05, beta=30) for
+# SigLIP 2"; sec. 5: "All methods use ViT-B/32", CLIP being OpenAI's (NegCLIP and the other CLIP-family
+# fine-tunes of sec. 5 share that architecture). The SigLIP 2 size is not given, so every SigLIP 2 takes its values.
 PAPER_CALIBRATION = {"clip": (0.22, 30.0), "siglip2": (0.05, 30.0)}
+CLIP_CONFIGS = ("ViT-B-32", "ViT-B-32-quickgelu")      # open_clip's configs of CLIP ViT-B/32
 EPS = 1e-15     # clips only sigmoids saturated beyond float64
 
 
@@ -237,10 +241,26 @@ def fit_calibration(grid: pd.DataFrame) -> Calibration:
     return Calibration(float(row["mu"]), float(row["beta"]), f"grid search, mean operator accuracy {best:.3f}")
 
 
-def default_calibration(model_name: str | None) -> Calibration | None:
-    """The paper's (mu, beta) for a real backbone family, None for the organism (fit it)."""
-    if model_name is None:
+def paper_family(model_name: str) -> str | None:
+    """The family of ``PAPER_CALIBRATION`` whose (mu, beta) the LCSE paper calibrated for this open_clip
+    config (a family's own name is itself): "clip" for CLIP ViT-B/32's configs, "siglip2" for a
+    config naming SigLIP 2; None for any other (SigLIP, SO400M SigLIP, EVA, CLIP at another size...)
+    and for the book's own configs (``negbook-*``), whose weights are not the paper's. The config name
+    cannot tell whose weights a ViT-B-32 holds: the paper's values assume OpenAI's or a fine-tune of them."""
+    if model_name in PAPER_CALIBRATION:
+        return model_name
+    if model_name.startswith("negbook-"):
         return None
-    family = "siglip2" if "siglip2" in model_name.lower().replace("-", "").replace("_", "") else "clip"
+    if "siglip2" in model_name.lower():        # dashes kept: "SigLIP-256" is SigLIP at 256 px
+        return "siglip2"
+    return "clip" if model_name in CLIP_CONFIGS else None
+
+
+def default_calibration(model_name: str | None) -> Calibration | None:
+    """The paper's (mu, beta) for a model of a family it calibrated (:func:`paper_family`); None for
+    any other model and for no name, whose (mu, beta) must be fitted or given."""
+    family = None if model_name is None else paper_family(model_name)
+    if family is None:
+        return None
     mu, beta = PAPER_CALIBRATION[family]
     return Calibration(mu, beta, f"LCSE paper default for {family}")

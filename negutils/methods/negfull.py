@@ -3,12 +3,17 @@ row of every table.
 
     L = alpha * L_CLIP + (1 - alpha) * L_MCQ                                  (NegBench eq. 2)
 
-L_CLIP is the symmetric contrastive loss over the batch's images and one positive caption per
-image: under the ``negbench`` protocol an affirmative or NegCap caption (true negations), so
-alpha = 1 is NegBench's NegCap fine-tuning, not plain CC12M fine-tuning; a protocol with hard
-negatives adds them to the image -> text denominator. L_MCQ is the 4-way cross-entropy of each
-image over its MCQ's options (NegMCQ, or App. 0.J's counterpart question). alpha is chosen by
-the accuracy on the held-out images' NegMCQ, never on a benchmark.
+L_CLIP is the contrastive loss the backbone was pretrained with, over the batch's images and one
+positive caption per image: under the ``negbench`` protocol an affirmative or NegCap caption (true
+negations), so alpha = 1 is NegBench's NegCap fine-tuning, not plain CC12M fine-tuning. For a CLIP
+it is the symmetric softmax InfoNCE, and a protocol with hard negatives adds them to the image ->
+text denominator. A model with a ``logit_bias`` (a SigLIP: its config sets ``init_logit_bias``) was
+trained with the sigmoid loss, so it is fine-tuned with open_clip's ``SigLipLoss`` and its bias is
+trained too; hard negatives are then further negative pairs of every image, as open_clip treats
+another device's captions. L_MCQ is the 4-way cross-entropy of each image over its MCQ's options
+(NegMCQ, or App. 0.J's counterpart question), the same for both: the bias is common to the four
+options and cancels. alpha is chosen by the accuracy on the held-out images' NegMCQ, never on a
+benchmark.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from open_clip.loss import SigLipLoss
 from tqdm.auto import tqdm
 
 from ..core.cache import (adopt_unrecorded, atomic_write_json, config_hash, file_record, record_path,
@@ -54,9 +60,28 @@ class NegFullConfig:
     seed: int = 0
 
 
+def contrastive_form(model: torch.nn.Module) -> str:
+    """"sigmoid" for a model pretrained with SigLIP's loss, "softmax" for CLIP's: open_clip builds a
+    ``logit_bias`` exactly for the configs trained with the sigmoid loss (``init_logit_bias``)."""
+    return "sigmoid" if getattr(model, "logit_bias", None) is not None else "softmax"
+
+
+def sigmoid_loss(images: torch.Tensor, texts: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """open_clip's ``SigLipLoss`` over B unit-norm images and their B positive captions, which come
+    first in ``texts``; each further row (a hard negative) is a negative pair of every image, summed
+    and divided by B as ``SigLipLoss`` adds another device's captions (its ``negative_only`` term)."""
+    n = len(images)
+    siglip = SigLipLoss()
+    loss = siglip(images, texts[:n], scale, bias)
+    if len(texts) > n:
+        loss = loss - F.logsigmoid(-siglip.get_logits(images, texts[n:], scale, bias)).sum() / n
+    return loss
+
+
 def negfull_loss(backbone: Backbone, images: torch.Tensor, text: torch.Tensor, batch: dict, alpha: float):
     """The loss of one batch: ``text`` tokenises the batch's distinct captions, ``batch`` is
-    ``ProtocolView.batch``'s layout. A term with weight 0 is not computed."""
+    ``ProtocolView.batch``'s layout. L_CLIP takes the model's own form (``contrastive_form``). A
+    term with weight 0 is not computed."""
     model = backbone.model
     img = F.normalize(model.encode_image(images), dim=-1).float()
     parts = (([batch["positives"], batch["negatives"]] if alpha > 0 else []) +
@@ -68,7 +93,12 @@ def negfull_loss(backbone: Backbone, images: torch.Tensor, text: torch.Tensor, b
     zero = torch.zeros((), requires_grad=False)
     # index_select, not advanced indexing: its backward adds repeated rows in a fixed order whatever the threads
     rows = torch.from_numpy(np.concatenate([batch["positives"], batch["negatives"]]).astype(np.int64))
-    loss_clip = contrastive_loss(img, embedded.index_select(0, rows), scale) if alpha > 0 else zero
+    if alpha == 0:
+        loss_clip = zero
+    elif contrastive_form(model) == "sigmoid":
+        loss_clip = sigmoid_loss(img, embedded.index_select(0, rows), scale, model.logit_bias)
+    else:
+        loss_clip = contrastive_loss(img, embedded.index_select(0, rows), scale)
     if alpha < 1 and len(batch["mcq_rows"]):
         opt = torch.from_numpy(batch["mcq"].astype(np.int64))
         image = img.index_select(0, torch.from_numpy(batch["mcq_rows"].astype(np.int64)))[:, None, :]
@@ -93,6 +123,7 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     model = copy.deepcopy(backbone.model)
+    form = contrastive_form(model)
     tuned = Backbone(model, backbone.model_name, backbone.tokenizer, backbone.report, backbone.device)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
@@ -100,7 +131,7 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
     steps = n_images // config.batch_size
     order = rng.permutation(len(view.images))[:n_images]
     history = []
-    bar = tqdm(total=steps, desc=f"NegFull alpha={config.alpha:g} [{config.protocol}]", disable=not progress)
+    bar = tqdm(total=steps, desc=f"NegFull alpha={config.alpha:g} [{config.protocol}, {form}]", disable=not progress)
     for step in range(steps):
         rows = order[step * config.batch_size:(step + 1) * config.batch_size]
         for group in optimizer.param_groups:
@@ -119,7 +150,7 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
         with torch.no_grad():
             model.logit_scale.clamp_(0, math.log(100))
         history.append({"alpha": config.alpha, "protocol": config.protocol, "step": step + 1, "loss": loss.item(),
-                        "loss CLIP": loss_clip.item(), "loss MCQ": loss_mcq.item()})
+                        "loss CLIP": loss_clip.item(), "loss MCQ": loss_mcq.item(), "contrastive": form})
         bar.update()
     bar.close()
     model.eval()
@@ -152,6 +183,7 @@ def ensure_negfull(backbone: Backbone, base_key: str, data: NegationData, config
         accuracy = held_out_accuracy(tuned, data)
         save_checkpoint(tuned.model, path, backbone.model_name, quick_gelu=backbone.report.quick_gelu,
                         extra={"negfull_config": asdict(config), "final_loss": float(history["loss"].iloc[-1]),
+                               "contrastive": str(history["contrastive"].iloc[0]),
                                "held_out_mcq_accuracy": accuracy})
         atomic_write_json(record_path(path), file_record(path))
     tuned = load_backbone(backbone.model_name, checkpoint=path, device=str(backbone.device))
