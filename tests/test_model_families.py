@@ -125,3 +125,16 @@ def test_negbook_eval_asks_a_siglip_for_its_lcse_calibration_before_loading_anyt
                               "--output", str(tmp_path / "r.jsonl")])
     err = capsys.readouterr().err
     assert code == 1 and "LCSE has no published (mu, beta) for ViT-B-16-SigLIP: pass --lcse-calibration" in err
+
+
+@pytest.mark.parametrize("model_name,rows", [("ViT-B-32", 2), (None, 2), ("ViT-L-14", 1)])
+def test_the_fit_stands_beside_the_papers_values_only_where_the_paper_gave_some(model_name, rows):
+    """Chapter 05's comparison: a model the LCSE paper calibrated gets its (mu, beta) beside the fit (the
+    organism, None, is compared with CLIP's); any other model shows the fit alone, never a borrowed row."""
+    from negutils.methods.lcse_analysis import beside_paper
+
+    evidence = {"holistic": np.array([[0.3, 0.1], [0.2, 0.4]]), "parses": [(), ()], "sims": np.zeros((2, 0)),
+                "column": {}, "correct": np.array([0, 1]), "test": ["NOT", "AND"]}
+    table = beside_paper(evidence, Calibration(0.1, 20.0, "fit"), model_name, "pretrain")
+    assert len(table) == rows and table["used"].tolist() == [True] + [False] * (rows - 1)
+    assert (table["All"] == 1.0).all()                  # holistic scores already pick the right option

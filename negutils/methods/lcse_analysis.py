@@ -122,10 +122,12 @@ def fit_on_split(image_scorer, encode, tests: pd.DataFrame, split,
 def beside_paper(evidence: dict, fit: Calibration, model_name: str | None, split_name: str) -> pd.DataFrame:
     """The fitted (mu, beta) and the LCSE paper's values for ``model_name``'s family (CLIP's for the
     organism), each with its accuracy per operator on the same calibration tests (``evidence``, from
-    :func:`calibration_evidence` on split ``split_name``); ``used`` marks the fit, which LCSE scores with."""
+    :func:`calibration_evidence` on split ``split_name``); ``used`` marks the fit, which LCSE scores with.
+    A model the paper gave no values for has the fit's row only."""
     paper = default_calibration(model_name or "clip")
     rows = [{"calibration": f"fit on {split_name} ({len(evidence['correct'])} tests)", "mu": fit.mu,
-             "beta": fit.beta, **pairwise_accuracy_at(evidence, fit.mu, fit.beta).to_dict(), "used": True},
-            {"calibration": paper.source, "mu": paper.mu, "beta": paper.beta,
-             **pairwise_accuracy_at(evidence, paper.mu, paper.beta).to_dict(), "used": False}]
+             "beta": fit.beta, **pairwise_accuracy_at(evidence, fit.mu, fit.beta).to_dict(), "used": True}]
+    if paper is not None:
+        rows.append({"calibration": paper.source, "mu": paper.mu, "beta": paper.beta,
+                     **pairwise_accuracy_at(evidence, paper.mu, paper.beta).to_dict(), "used": False})
     return pd.DataFrame(rows)
