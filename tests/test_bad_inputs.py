@@ -462,3 +462,31 @@ def test_a_released_object_named_in_two_cases_is_one_category(tmp_path):
     split = read_cc12m_negations(tmp_path)
     assert split.categories == ["cat", "dog", "sofa"]
     assert split.objects[0] == {"dog", "sofa"} and split.absent_categories(0) == ["cat"]
+
+
+def test_a_layer_or_design_choice_made_on_another_backbone_is_refused(tmp_path, monkeypatch):
+    """Chapter 02's layers and chapter 03's design are measured on one backbone; a run on another backbone
+    under the same profile must not pick them up (PeakPatch would train at the wrong layers and score)."""
+    from negutils.config import get_profile
+    from negutils.core.results import ResultsError, write_results
+    from negutils.diagnosis import load_layer_choice
+    from negutils.methods.peakpatch.train import load_design
+
+    monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
+    prof = get_profile("smoke")
+    write_results(pd.DataFrame([{"backbone": "ViT-B-32", "pretrained": "openai", "l_a": 6, "l_p": 8, "ascent": 1,
+                                 "reason": "peak"}]), prof, "02_layer_selection")
+    design = pd.DataFrame([{"candidate": 0, "identity_init": True, "scn_logit_scale": 100.0, "delta_penalty": 1.0,
+                            "chosen": True, "backbone": "ViT-B-32", "pretrained": "openai"}])
+    write_results(design, prof, "03_peakpatch_design")
+    assert load_layer_choice(prof, "ViT-B-32", "openai").l_p == 8
+    assert load_design(prof, "ViT-B-32", "openai")["scn_logit_scale"] == 100.0
+    with pytest.raises(ResultsError, match=r"02_layer_selection.csv was measured on ViT-B-32 \(openai\), not on "
+                                           r"ViT-L-14 \(openai\).*chapter 02 writes it"):
+        load_layer_choice(prof, "ViT-L-14", "openai")
+    with pytest.raises(ResultsError, match=r"03_peakpatch_design.csv was measured on ViT-B-32 \(openai\), not on "
+                                           r"ViT-B-32 \(laion2b_s34b_b79k\)"):
+        load_design(prof, "ViT-B-32", "laion2b_s34b_b79k")
+    write_results(design.drop(columns=["backbone", "pretrained"]), prof, "03_peakpatch_design")
+    with pytest.raises(ResultsError, match="does not record the backbone its choice was made on: chapter 03"):
+        load_design(prof, "ViT-B-32", "openai")

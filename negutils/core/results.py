@@ -71,6 +71,27 @@ def read_results_file(path: Path, profile: str | None = None) -> pd.DataFrame:
     return frame
 
 
+def choice_for(frame: pd.DataFrame, name: str, backbone: str | None, pretrained: str | None) -> pd.DataFrame:
+    """The rows of a chapter's choice table (``name``: chapter 02's layers, chapter 03's design) made for
+    this backbone (its ``backbone`` and ``pretrained`` columns): a choice measured on one backbone and
+    applied to another would score plausibly and wrongly. ``backbone`` None takes the table as it is; a
+    table without the columns (written before they were kept) is an error asking to rerun its chapter."""
+    if backbone is None:
+        return frame
+    where = frame.attrs.get("source", name)
+    if not {"backbone", "pretrained"} <= set(frame.columns):
+        raise ResultsError(f"{where} does not record the backbone its choice was made on: "
+                           f"{rerun_hint(Path(where)) if where != name else 'rerun the chapter that writes it'}")
+    same = (frame["backbone"].astype(str) == str(backbone)) & (frame["pretrained"].astype(str) == str(pretrained))
+    mine = frame[same]
+    if mine.empty:
+        made = sorted({f"{b} ({p})" for b, p in zip(frame["backbone"], frame["pretrained"])})
+        raise ResultsError(f"{where} was measured on {', '.join(made)}, not on {backbone} ({pretrained}): one "
+                           f"backbone's choice is not another's; rerun its chapter on this backbone"
+                           f"{' (' + rerun_hint(Path(where)) + ')' if where != name else ''}")
+    return mine
+
+
 def check_unique_results(frame: pd.DataFrame, source: str = "results") -> None:
     """Refuse a table in the result-row shape (a ``task`` column) where two rows share one key
     (``RESULT_KEY``): a reader would take whichever comes first. Names the key, the CSV lines and the

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core.results import read_results
+from ..core.results import choice_for, read_results
 from ..core.stats import bootstrap_interval
 
 
@@ -226,11 +226,14 @@ def lcd_by_structure(encoder, diagnostic: pd.DataFrame, image_features: torch.Te
     return curves, pd.DataFrame(summary)
 
 
-def load_layer_choice(profile) -> LayerChoice:
+def load_layer_choice(profile, backbone: str | None = None, pretrained: str | None = None) -> LayerChoice:
     """The (l_a, l_p) chapter 02 selected for ``profile`` (a :class:`~negutils.config.Profile`),
-    read from ``results/02_layer_selection.csv``: how later chapters get their layers."""
+    read from ``results/02_layer_selection.csv``: how later chapters get their layers. With ``backbone``
+    and ``pretrained`` (the session's model name and label), a selection made on another backbone is an
+    error (``choice_for``)."""
 
-    row = read_results(profile, "02_layer_selection").iloc[0]
+    table = read_results(profile, "02_layer_selection")
+    row = choice_for(table, "02_layer_selection", backbone, pretrained).iloc[0]
     return LayerChoice(l_a=int(row["l_a"]), l_p=int(row["l_p"]), ascent=int(row["ascent"]), reason=str(row["reason"]))
 
 

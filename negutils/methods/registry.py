@@ -122,7 +122,8 @@ def joint_peakpatch_scorer(session, layers=None, progress: bool = True,
     ``layers`` defaults to chapter 02's choice; ``max_images`` trains on the first that many
     training images only (the held-out ones stay)."""
     prof = session.profile
-    layers = layers or load_layer_choice(prof)
+    made_on = (session.backbone.model_name, session.pretrained_label)     # chapters 02 and 03 chose for it
+    layers = layers or load_layer_choice(prof, *made_on)
     root = prof.artifacts_dir() / "features"
     data = prepare_negation_data(session.backbone, session.splits["negtrain"], session.features_key, root,
                                  progress=progress)
@@ -130,6 +131,6 @@ def joint_peakpatch_scorer(session, layers=None, progress: bool = True,
         data = data.subset(list(data.train_images[:max_images]) + list(data.held_images))
     features = TextFeatures(extract_text_features(session.backbone, data.captions, layers.l_p, layers.l_a, root,
                                                   session.features_key, progress=progress))
-    config = PeakPatchConfig.from_settings(prof.peakpatch, protocol="negbench", **load_design(prof))
+    config = PeakPatchConfig.from_settings(prof.peakpatch, protocol="negbench", **load_design(prof, *made_on))
     model, _ = ensure_peakpatch(features, data, config, prof.artifacts_dir() / "peakpatch", progress)
     return build_scorer("peakpatch_joint", session.backbone, model, layers.l_p, layers.l_a)

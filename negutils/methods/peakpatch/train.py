@@ -29,7 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ...core.cache import config_hash, recorded_problems, save_recorded
-from ...core.results import read_results
+from ...core.results import choice_for, read_results
 from ...core.workers import TRAINING_THREADS, WORKERS, run_in_workers, torch_threads
 from ...models.features import TextFeatures
 from ..training_data import (
@@ -323,11 +323,13 @@ def choose_design(features: TextFeatures, data: NegationData, base: PeakPatchCon
     return design_table(candidates, history, questions)
 
 
-def load_design(profile) -> dict:
+def load_design(profile, backbone: str | None = None, pretrained: str | None = None) -> dict:
     """The choices chapter 03 measured for ``profile`` (``results/03_peakpatch_design.csv``): how
-    the chapters that stack on PeakPatch get the same model."""
+    the chapters that stack on PeakPatch get the same model; with ``backbone`` and ``pretrained``, a
+    design measured on another backbone is an error (``choice_for``)."""
 
-    return chosen_design(read_results(profile, "03_peakpatch_design"))
+    table = read_results(profile, "03_peakpatch_design")
+    return chosen_design(choice_for(table, "03_peakpatch_design", backbone, pretrained))
 
 
 @torch.no_grad()
