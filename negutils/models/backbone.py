@@ -1,9 +1,10 @@
 """Backbones: any open_clip model plus the project's small configs, with per-layer text taps.
 
 ``Backbone.encode_text_layers`` runs ONE forward pass and returns, for every text layer l, the
-EOS hidden state passed through ``ln_final`` and ``text_projection`` and L2-normalised
-(f^l_T of PeakPatch sec. 3.1), the final embedding, and on request the per-layer token
-sequences after ``ln_final`` with their mask (what PeakPatch's ECN reads).
+hidden state at the position the tower pools (CLIP's EOS, SigLIP's last position) passed through
+``ln_final`` and ``text_projection`` and L2-normalised (f^l_T of PeakPatch sec. 3.1), the final
+embedding, and on request the per-layer token sequences after ``ln_final`` with their mask (what
+PeakPatch's ECN reads): the caption's tokens as its tokenizer counts them, never its padding.
 """
 from __future__ import annotations
 
@@ -29,9 +30,9 @@ from . import weights
 from .memo import DiskMemo
 from .weights import LoadReport
 
-# bump when what the encoders compute for a caption changes (tokenisation, pooling): the disk memos
-# of every backbone are then written afresh
-OUTPUTS_VERSION = 1
+# bump when what the encoders compute for a caption changes (tokenisation, pooling, which tokens the
+# taps keep): the disk memos of every backbone are then written afresh
+OUTPUTS_VERSION = 2
 
 PROJECT_CONFIG_DIR = Path(__file__).parent / "model_configs"
 _registered = False
@@ -51,15 +52,20 @@ class TextLayers:
     """Result of one tapped text forward pass over B captions."""
     final: torch.Tensor               # [B, d] encode_text output, L2-normalised
     eos: torch.Tensor                 # [L, B, d] f^l_T for l = 1..L (index l-1), L2-normalised
-    eos_index: torch.Tensor           # [B] position of the pooled (EOS) token
+    eos_index: torch.Tensor           # [B] position of the pooled token (EOS, or the tower's last or first)
     tokens: dict[int, torch.Tensor] | None = None   # layer l -> [B, N, width] after ln_final
-    mask: torch.Tensor | None = None  # [B, N] True at real tokens (SOT..EOS)
+    # [B, N] True at the caption's tokens (what the tokenizer wrote, specials included, padding not) and at
+    # the pooled position, which a "last"-pooling tower reads from the padding when the caption is short
+    mask: torch.Tensor | None = None
 
     def layer(self, layer: int) -> torch.Tensor:
         """f^l_T with PeakPatch's 1-based layer numbering."""
         if not 1 <= layer <= self.eos.shape[0]:
             raise IndexError(f"layer {layer} out of range 1..{self.eos.shape[0]}")
         return self.eos[layer - 1]
+
+
+POOL_TYPES = ("argmax", "eos", "last", "first")
 
 
 class _TextTower:
@@ -79,10 +85,15 @@ class _TextTower:
             raise NotImplementedError(
                 f"layer taps need an open_clip TextTransformer; {type(getattr(model, 'text', model)).__name__} "
                 "(e.g. a Hugging Face text tower) is not supported")
+        if self.pool_type not in POOL_TYPES:
+            raise NotImplementedError(f"layer taps need a text tower pooled at one token ({', '.join(POOL_TYPES)}); "
+                                      f"this one pools {self.pool_type!r}")
         self.transformer = self.module.transformer
         self.ln_final = self.module.ln_final
         self.projection = self.module.text_projection
-        self.pad_id = getattr(self.module, "pad_id", 0)
+        # the id the tower itself masks out of attention, when it masks padding at all (a TextTransformer
+        # with use_pad_mask); padding is otherwise the tokenizer's business (``Backbone.pad_id``)
+        self.masked_pad_id = self.module.pad_id if getattr(self.module, "use_pad_mask", False) else None
         self.trims = self._trimmable()
 
     @property
@@ -90,6 +101,7 @@ class _TextTower:
         return len(self.transformer.resblocks)
 
     def eos_positions(self, text: torch.Tensor) -> torch.Tensor:
+        """The position each row is pooled at, as open_clip's ``text_global_pool`` reads it."""
         n = text.shape[1]
         if self.pool_type == "argmax":
             return text.argmax(dim=-1)
@@ -163,6 +175,10 @@ class Backbone:
         self.report = report
         self.device = torch.device(device)
         self.text_tower = _TextTower(model)
+        masked = self.text_tower.masked_pad_id
+        if masked is not None and masked != self.pad_id:
+            raise ValueError(f"{model_name}'s text tower masks token id {masked} out of attention as padding, but its "
+                             f"tokenizer ({type(tokenizer).__name__}) pads with id {self.pad_id}")
         pcfg = PreprocessCfg(**open_clip.get_model_preprocess_cfg(model))
         self.preprocess = image_transform_v2(pcfg, is_train=False)
         self.image_size = pcfg.size if isinstance(pcfg.size, int) else pcfg.size[0]
@@ -200,28 +216,83 @@ class Backbone:
             return int(self.text_tower.transformer.width)
         return int(proj.out_features if isinstance(proj, torch.nn.Linear) else proj.shape[-1])
 
+    @property
+    def pad_id(self) -> int:
+        """The id the tokenizer fills a short caption's row with: its Hugging Face tokenizer's pad token
+        (SigLIP's pads with its end-of-text id, 1), 0 for open_clip's CLIP tokenizer."""
+        hf = _hugging_face_tokenizer(self.tokenizer)
+        if hf is not None:
+            if hf.pad_token_id is None:
+                raise ValueError(f"{self.model_name}'s Hugging Face tokenizer ({type(hf).__name__}) has no pad token")
+            return int(hf.pad_token_id)
+        if isinstance(self.tokenizer, open_clip.SimpleTokenizer):
+            return 0                    # SimpleTokenizer writes captions into a row of zeros
+        raise NotImplementedError(f"cannot tell the padding id of tokenizer {type(self.tokenizer).__name__}: "
+                                  "neither open_clip's SimpleTokenizer nor a wrapped Hugging Face tokenizer")
+
     def tokenize(self, captions: Sequence[str]) -> torch.Tensor:
+        """The tokenizer's ids for ``captions`` on this backbone's device, with a warning naming the
+        captions it cuts at the context length."""
+        return self._tokenize(captions)[0]
+
+    def _tokenize(self, captions: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(ids, [B, N] True at each caption's own tokens), both on the device; warns of cut captions."""
         captions = list(captions)
         tokens = self.tokenizer(captions)
-        cut = self.truncated(captions, tokens)
+        real, cut = self._real_tokens(captions, tokens)
         if cut.any():
             warnings.warn(f"{int(cut.sum())} caption(s) exceed the context length {self.context_length} and are "
-                          f"truncated, e.g. {captions[int(cut.argmax())]!r}", stacklevel=2)
-        return tokens.to(self.device)
+                          f"truncated, e.g. {captions[int(cut.argmax())]!r}", stacklevel=3)
+        return tokens.to(self.device), real.to(self.device)
 
     def truncated(self, captions: Sequence[str], tokens: torch.Tensor | None = None) -> np.ndarray:
         """Per caption, whether the tokenizer cuts it at the context length (``tokens``: the
-        tokenizer's output for ``captions``, when already computed). A cut row ends in a token where a
-        shorter one ends in padding (0), so only full rows are encoded again to count; a tokenizer
-        without ``encode`` counts every full row as cut."""
+        tokenizer's output for ``captions``, when already computed)."""
         captions = list(captions)
         tokens = self.tokenizer(captions) if tokens is None else tokens
-        filled = (tokens[:, -1] != 0).numpy()
-        encode = getattr(self.tokenizer, "encode", None)
-        if encode is None:
-            return filled
-        return np.array([bool(full) and len(encode(c)) + 2 > self.context_length for c, full in zip(captions, filled)],
-                        dtype=bool)
+        return self._real_tokens(captions, tokens)[1]
+
+    def _real_tokens(self, captions: list[str], tokens: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
+        """([B, N] True at the positions holding each caption's tokens, specials included; [B] whether
+        the tokenizer cut the caption), counted the tokenizer's own way. The ids alone cannot tell:
+        SigLIP's tokenizer pads with its end-of-text id, and CLIP's id 0 is both padding and a token."""
+        tokens = tokens.cpu()
+        n = tokens.shape[1]
+        positions = torch.arange(n)[None, :]
+        hf = _hugging_face_tokenizer(self.tokenizer)
+        if hf is not None:
+            if getattr(self.tokenizer, "tokenizer_mode", "") == "clips":
+                raise NotImplementedError("HFTokenizer's 'clips' mode (a class token after the padding) is not "
+                                          "supported by the layer taps")
+            clean = getattr(self.tokenizer, "clean_fn", _siglip_clean)        # SigLipTokenizer cleans this way
+            # the same encoding as the tokenizer's call, neither cut nor padded: each caption's length in tokens
+            needed = np.array([len(ids) for ids in hf([clean(c) for c in captions], truncation=False, padding=False,
+                                                      verbose=False)["input_ids"]], dtype=np.int64)
+            kept = torch.from_numpy(np.minimum(needed, n))[:, None]
+            real = positions >= n - kept if hf.padding_side == "left" else positions < kept
+            cut = needed > n
+        elif isinstance(self.tokenizer, open_clip.SimpleTokenizer):
+            # start of text, the caption, end of text; a cut caption ends in an end-of-text id at the last position
+            is_end = tokens == self.tokenizer.eot_token_id
+            if not is_end.any(dim=1).all():
+                row = int((~is_end.any(dim=1)).int().argmax())
+                raise ValueError(f"tokens of caption {captions[row]!r} hold no end-of-text id "
+                                 f"{self.tokenizer.eot_token_id}: they are not this tokenizer's output")
+            end = is_end.int().argmax(dim=1)
+            real = positions <= end[:, None]
+            # only a caption that fills its row can have been cut: only those are encoded again to count
+            cut = np.array([bool(full) and len(self.tokenizer.encode(c)) + 2 > n
+                            for c, full in zip(captions, (end == n - 1).tolist())], dtype=bool)
+        else:
+            raise NotImplementedError(f"cannot tell a caption's tokens from padding for tokenizer "
+                                      f"{type(self.tokenizer).__name__}: neither open_clip's SimpleTokenizer nor a "
+                                      "wrapped Hugging Face tokenizer")
+        stray = (tokens != self.pad_id) & ~real
+        if stray.any():
+            row = int(stray.any(dim=1).int().argmax())
+            raise ValueError(f"the tokenizer's ids for caption {captions[row]!r} hold a non-padding id after the "
+                             f"{int(real[row].sum())} tokens its own encoding counts: {tokens[row].tolist()}")
+        return real, cut
 
     @torch.no_grad()
     def encode_text(self, captions: Sequence[str], batch_size: int = 256) -> torch.Tensor:
@@ -262,11 +333,12 @@ class Backbone:
         if token_layers is True:
             token_layers = range(1, self.n_layers + 1)
         token_layers = sorted(set(token_layers or ()))
-        text = self.tokenize(captions)
+        text, real = self._tokenize(captions)
         # batches of similar length, each trimmed to its longest caption; rows back in input order
         by_length = torch.argsort(self.text_tower.eos_positions(text), stable=True)
         order = by_length.cpu()
-        parts = [self._tapped_batch(text[by_length[i:i + batch_size]], token_layers)
+        parts = [self._tapped_batch(text[by_length[i:i + batch_size]], real[by_length[i:i + batch_size]],
+                                    token_layers)
                  for i in tqdm(range(0, len(captions), batch_size), desc="text taps", disable=not progress)]
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(len(order))
@@ -286,10 +358,11 @@ class Backbone:
             mask=torch.cat([padded(p.mask) for p in parts])[inverse] if token_layers else None,
         )
 
-    def _tapped_batch(self, text: torch.Tensor, token_layers: list[int]) -> TextLayers:
+    def _tapped_batch(self, text: torch.Tensor, real: torch.Tensor, token_layers: list[int]) -> TextLayers:
         tower = self.text_tower
         if tower.trims:                 # the positions the tower reads, as ``_TextTower.encode`` trims
-            text = text[:, :int(tower.eos_positions(text).max()) + 1]
+            n = int(tower.eos_positions(text).max()) + 1
+            text, real = text[:, :n], real[:, :n]
         captured: list[torch.Tensor] = []
         batch_first = getattr(tower.transformer, "batch_first", True)
 
@@ -311,8 +384,7 @@ class Backbone:
         if token_layers:
             tokens = {layer: tower.ln_final(captured[layer - 1]).float().cpu() for layer in token_layers}
             positions = torch.arange(text.shape[1], device=text.device)[None, :]
-            mask = (positions <= eos_index[:, None]) & ((text != tower.pad_id) | (positions == eos_index[:, None]))
-            mask = mask.cpu()
+            mask = (real | (positions == eos_index[:, None])).cpu()
         return TextLayers(final.float().cpu(), eos.float().cpu(), eos_index.cpu(), tokens, mask)
 
     def pixels_to_tensor(self, pixels: np.ndarray) -> torch.Tensor:
@@ -343,6 +415,18 @@ class Backbone:
                 feats = (feats + self.model.encode_image(torch.flip(x, dims=[3]))) / 2
             out.append(F.normalize(feats.float(), dim=-1).cpu())
         return self.require_finite(torch.cat(out), None, "images")
+
+
+def _hugging_face_tokenizer(tokenizer):
+    """The ``transformers`` tokenizer an open_clip ``HFTokenizer`` or ``SigLipTokenizer`` wraps, else None."""
+    inner = getattr(tokenizer, "tokenizer", None)
+    return inner if inner is not None and hasattr(inner, "pad_token_id") else None
+
+
+def _siglip_clean(text: str) -> str:
+    """The cleaning open_clip's ``SigLipTokenizer`` applies before encoding."""
+    from open_clip.tokenizer import basic_clean, canonicalize_text
+    return canonicalize_text(basic_clean(text))
 
 
 def get_tokenizer(model_name: str):
