@@ -141,7 +141,8 @@ def method_gains(session, bench, settings: NegationRateSettings, layers, progres
     tests = calibration_set(session.splits["pretrain"], settings.calibration_samples)
     calibration, _ = fit_on_split(vanilla, encode, tests, session.splits["pretrain"])
     scorers = scorer_dict(
-        vanilla, joint_peakpatch_scorer(session, layers, progress=progress, max_images=settings.peakpatch_images),
+        vanilla, joint_peakpatch_scorer(session, layers, progress=progress, max_images=settings.peakpatch_images,
+                                        borrowed_design=True),
         build_scorer("ktn", build_scorer("vanilla", session.backbone, flip_average=True), encode,
                      list(val.categories), bank=ConceptBank(encode, KTN_TEMPLATES)),
         build_scorer("lcse", vanilla, encode, calibration))

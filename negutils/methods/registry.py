@@ -114,13 +114,15 @@ def scorer_dict(*scorers) -> dict:
     return out
 
 
-def joint_peakpatch_scorer(session, layers=None, progress: bool = True,
-                           max_images: int | None = None) -> PeakPatchScorer:
+def joint_peakpatch_scorer(session, layers=None, progress: bool = True, max_images: int | None = None,
+                           borrowed_design: bool = False) -> PeakPatchScorer:
     """Chapter 03's joint PeakPatch (``negbench`` protocol, the profile's measured choices) on this
     session's backbone, trained once from the feature cache (or loaded), as a scorer whose
     ``corrected`` is the ECN text encoder the KTN, LCSE and negation-rate chapters stack on.
     ``layers`` defaults to chapter 02's choice; ``max_images`` trains on the first that many
-    training images only (the held-out ones stay)."""
+    training images only (the held-out ones stay). Chapter 02's layers and chapter 03's design must have been
+    measured on this backbone; ``borrowed_design`` takes the profile's design as it is (chapter 07 applies
+    the book's organism's design to each rate's organism, at that organism's own ``layers``)."""
     prof = session.profile
     made_on = (session.backbone.model_name, session.pretrained_label)     # chapters 02 and 03 chose for it
     layers = layers or load_layer_choice(prof, *made_on)
@@ -131,6 +133,7 @@ def joint_peakpatch_scorer(session, layers=None, progress: bool = True,
         data = data.subset(list(data.train_images[:max_images]) + list(data.held_images))
     features = TextFeatures(extract_text_features(session.backbone, data.captions, layers.l_p, layers.l_a, root,
                                                   session.features_key, progress=progress))
-    config = PeakPatchConfig.from_settings(prof.peakpatch, protocol="negbench", **load_design(prof, *made_on))
+    design = load_design(prof) if borrowed_design else load_design(prof, *made_on)
+    config = PeakPatchConfig.from_settings(prof.peakpatch, protocol="negbench", **design)
     model, _ = ensure_peakpatch(features, data, config, prof.artifacts_dir() / "peakpatch", progress)
     return build_scorer("peakpatch_joint", session.backbone, model, layers.l_p, layers.l_a)
