@@ -146,3 +146,19 @@ def test_a_first_token_tower_pools_and_masks_from_the_first_position(tmp_path):
     with torch.no_grad():
         reference = F.normalize(first.model.encode_text(first.tokenize(captions)), dim=-1)
     assert torch.allclose(out.final, reference, atol=1e-5) and torch.allclose(out.layer(3), reference, atol=1e-5)
+
+
+def test_peakpatchs_token_cache_holds_the_masked_positions_of_a_last_token_tower(siglip):
+    """PeakTaps keeps a caption's own tokens: on a last-token tower those are its words, its end of text and
+    the pooled last position after the padding, not a prefix of the row."""
+    from negutils.methods.peakpatch.scorer import PeakTaps
+
+    captions = ["a photo of a cat", "no dog"]
+    taps = PeakTaps(siglip, 2, 1)
+    batch = taps.batch(captions)
+    layers = siglip.encode_text_layers(captions, token_layers=[2])
+    for j in range(len(captions)):
+        own = layers.tokens[2][j][layers.mask[j]]
+        assert int(batch["mask"][j].sum()) == len(own)
+        assert torch.allclose(batch["tokens"][j, :len(own)], own.half().float())
+        assert torch.allclose(batch["tokens"][j, len(own) - 1], layers.tokens[2][j, CONTEXT - 1].half().float())

@@ -21,7 +21,7 @@ TEXT_COLUMNS = {"mcq": [f"caption_{k}" for k in range(4)], "retrieval_affirmativ
                 "retrieval_negated": ["query"], "confusion_2c": ["query"], "confusion_3c": ["query"],
                 "factor": ["caption_0", "caption_1"], "existence": ["caption_0", "caption_1"]}
 OPTION_SETS = ("mcq", "factor", "existence")
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 
 
 class IdenticalOptionsError(ValueError):

@@ -44,7 +44,7 @@ from .backbone import load_backbone
 from .weights import ACTIVATIONS, command_line_activation
 
 FIELDS = ("final", "proj_lp", "eos_lp", "eos_la")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,10 @@ class PeakTaps:
                                                 batch_size=self.batch_size)
         rows = torch.arange(len(captions))
         eos_lp, eos_la = taps.tokens[self.l_p][rows, taps.eos_index], taps.tokens[self.l_a][rows, taps.eos_index]
-        lengths = taps.mask.sum(1).tolist()
+        # a caption's tokens are the masked positions, not a prefix: a last-token tower (SigLIP) pools at its
+        # final position, after the padding
         self._store.update((caption, (taps.final[j].half(), taps.layer(self.l_p)[j].half(), eos_lp[j].half(),
-                                      eos_la[j].half(), taps.tokens[self.l_p][j, :lengths[j]].half()))
+                                      eos_la[j].half(), taps.tokens[self.l_p][j][taps.mask[j]].half()))
                            for j, caption in enumerate(captions))
 
     def batch(self, captions: Sequence[str]) -> dict:
