@@ -2,9 +2,11 @@
 overwritten, the model loads in the activation its weights were trained with, and every missing input is an error
 that names it (the evaluation itself is checked against the chapters on the dry run, tests/test_dry_run.py)."""
 import dataclasses
+import json
 
 import pandas as pd
 import pytest
+import torch
 
 from negutils import eval as negbook_eval
 from negutils.benchmarks.published import RETRIEVAL_COLUMNS, RETRIEVAL_FILES
@@ -340,3 +342,247 @@ def test_the_extraction_runner_takes_the_same_activation_rule(released_checkpoin
         extract(args)
     assert f"--checkpoint {released_checkpoint} records no activation" in capsys.readouterr().err
     assert extract([*args, "--activation", "quickgelu"]) == 0
+
+
+# ----------------------------------------------------------------------------- several models, --skip-existing
+
+@pytest.fixture(scope="module")
+def second_checkpoint(tmp_path_factory):
+    """Other random weights of negbook-tiny (seed 4), saved as ``tiny_checkpoint`` is."""
+    return save_checkpoint(create_model("negbook-tiny", seed=4), tmp_path_factory.mktemp("second") / "second.pt",
+                           "negbook-tiny")
+
+
+@pytest.fixture(scope="module")
+def nan_checkpoint(tmp_path_factory):
+    """negbook-tiny with one NaN weight: its arguments check (the activation is recorded), its load fails."""
+    model = create_model("negbook-tiny", seed=5)
+    with torch.no_grad():
+        next(model.parameters()).view(-1)[0] = float("nan")
+    return save_checkpoint(model, tmp_path_factory.mktemp("diverged") / "diverged.pt", "negbook-tiny")
+
+
+def scoring(coco_root, output) -> list:
+    """Two methods on two one-task benchmarks of the tiny COCO val: four rows a model."""
+    return ["--profile", "gpu-dryrun", "--data-root", coco_root, "--benchmark", "negbench-mcq", "valse",
+            "--method", "vanilla", "ec", "--accept-identical-options", "--output", output]
+
+
+def read_rows(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def by_cell(rows) -> list[dict]:
+    return sorted(rows, key=lambda r: (r["model"], r["pretrained"], r["method"], r["split"], r["task"]))
+
+
+def models_file(path, *rows, header="model,pretrained,checkpoint,activation"):
+    """A --models FILE with ``rows`` under ``header``."""
+    path.write_text(f"{header}\n" + "".join(f"{row}\n" for row in rows))
+    return path
+
+
+def loads_only(monkeypatch, allowed) -> list:
+    """Patches the loader to fail for any checkpoint but ``allowed``; returns the list of those loaded."""
+    loaded, real = [], negbook_eval.load_backbone
+
+    def load(model, pretrained=None, checkpoint=None, **kwargs):
+        if str(checkpoint) not in map(str, allowed):
+            pytest.fail(f"negbook eval loaded {checkpoint}, whose rows are complete")
+        loaded.append(str(checkpoint))
+        return real(model, pretrained, checkpoint=checkpoint, **kwargs)
+
+    monkeypatch.setattr(negbook_eval, "load_backbone", load)
+    return loaded
+
+
+@pytest.mark.parametrize("form", ["--model with --checkpoint", "--models FILE"])
+def test_two_checkpoints_in_one_run_give_the_rows_of_two_one_model_runs(form, coco_root, tiny_checkpoint,
+                                                                        second_checkpoint, tmp_path, capsys,
+                                                                        monkeypatch):
+    reads, real = [], negbook_eval.load_splits
+    monkeypatch.setattr(negbook_eval, "load_splits", lambda *a, **k: reads.append(a) or real(*a, **k))
+    models = ["--model", "negbook-tiny", "negbook-tiny", "--checkpoint", tiny_checkpoint, second_checkpoint]
+    if form == "--models FILE":
+        models = ["--models", models_file(tmp_path / "models.csv", f"negbook-tiny,,{tiny_checkpoint},",
+                                          f"negbook-tiny,,{second_checkpoint},gelu")]
+    code, out, err = run(capsys, *models, *scoring(coco_root, tmp_path / "both.jsonl"))
+    assert code == 0, err
+    assert len(reads) == 1                                       # the data are read once for both models
+    assert out.index(f"checkpoint {tiny_checkpoint}") < out.index(f"checkpoint {second_checkpoint}")
+    both = read_rows(tmp_path / "both.jsonl")
+    alone = []
+    for checkpoint in (tiny_checkpoint, second_checkpoint):
+        assert run(capsys, "--model", "negbook-tiny", "--checkpoint", checkpoint,
+                   *scoring(coco_root, tmp_path / "alone.jsonl"))[0] == 0
+        alone += read_rows(tmp_path / "alone.jsonl")
+    assert len(both) == 8 and by_cell(both) == by_cell(alone)     # every row and value of the one-model runs
+    assert [r["pretrained"] for r in both] == [str(tiny_checkpoint)] * 4 + [str(second_checkpoint)] * 4
+    accuracy = {(r["pretrained"], r["method"], r["task"]): r["metrics"]["accuracy"] for r in both}
+    assert any(accuracy[(str(tiny_checkpoint), *cell)] != accuracy[(str(second_checkpoint), *cell)]
+               for cell in [("vanilla", "mcq"), ("vanilla", "valse_existence"), ("EC", "mcq")])   # two models
+
+
+BAD_SECOND_MODEL = {
+    "a missing checkpoint": (lambda c: ["--model", "negbook-tiny", "negbook-tiny", "--checkpoint", c["tiny"],
+                                        c["missing"]],
+                             "model 2 of 2 (negbook-tiny, --checkpoint {missing}): --checkpoint {missing} does not "
+                             "exist"),
+    "no activation recorded or given": (
+        lambda c: ["--model", "negbook-tiny", "negbook-tiny", "--checkpoint", c["tiny"], c["released"]],
+        "model 2 of 2 (negbook-tiny, --checkpoint {released}): --checkpoint {released} records no activation"),
+    "the first model again": (
+        lambda c: ["--model", "negbook-tiny", "negbook-tiny", "--checkpoint", c["tiny"], c["tiny_respelt"]],
+        "model 2 of 2 (negbook-tiny, --checkpoint {tiny_respelt}) repeats model 1 of 2: the same model and weights"),
+    "one checkpoint for two models": (
+        lambda c: ["--model", "negbook-tiny", "negbook-tiny", "--checkpoint", c["tiny"]],
+        "--checkpoint gives 1 file for 2 --model (negbook-tiny negbook-tiny): give one per model"),
+    "three activations for two models": (
+        lambda c: ["--model", "negbook-tiny", "negbook-tiny", "--checkpoint", c["tiny"], c["released"],
+                   "--activation", "gelu", "quickgelu", "gelu"],
+        "--activation gives 3 values for 2 --model"),
+    "--output is its checkpoint": (
+        lambda c: ["--model", "negbook-tiny", "negbook-tiny", "--checkpoint", c["tiny"], c["second"],
+                   "--output", c["second"]],
+        "--output {second} is the --checkpoint of model 2 of 2 (negbook-tiny, --checkpoint {second})"),
+    "one (mu, beta) for two backbones": (
+        lambda c: ["--model", "negbook-tiny", "negbook-tiny", "--checkpoint", c["tiny"], c["second"],
+                   "--method", "lcse", "--lcse-calibration", "0.2,30"],
+        "--lcse-calibration 0.2,30 is one backbone's (mu, beta), and 2 models are given"),
+    "LCSE without calibration, in a file": (
+        lambda c: ["--models", models_file(c["csv"], "ViT-B-32,openai,,", f"negbook-tiny,,{c['tiny']},"),
+                   "--method", "lcse"],
+        "--models {csv} line 3 (negbook-tiny, column checkpoint {tiny}): LCSE has no published (mu, beta) for "
+        "negbook-tiny: pass --lcse-calibration fit"),
+    "a contradicted activation, in a file": (
+        lambda c: ["--models", models_file(c["csv"], f"negbook-tiny,,{c['tiny']},",
+                                           f"negbook-tiny,,{c['second']},quickgelu")],
+        "--models {csv} line 3 (negbook-tiny, column checkpoint {second}): --activation quickgelu: --checkpoint "
+        "{second} was trained with GELU"),
+    "a tag and a checkpoint, in a file": (
+        lambda c: ["--models", models_file(c["csv"], f"negbook-tiny,,{c['tiny']},",
+                                           f"negbook-tiny,openai,{c['second']},")],
+        "--models {csv} line 3 (negbook-tiny): give column pretrained (an open_clip tag) or column checkpoint "
+        "(a weights file), not both"),
+    "an unknown column, in a file": (
+        lambda c: ["--models", models_file(c["csv"], "negbook-tiny,x.pt", header="model,weights")],
+        "--models {csv} line 1 has unknown column 'weights': expected the header "
+        "model,pretrained,checkpoint,activation"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_SECOND_MODEL)
+def test_a_bad_model_is_refused_naming_it_before_the_first_loads(case, tiny_checkpoint, second_checkpoint,
+                                                                 released_checkpoint, tmp_path, capsys, nothing_loads):
+    files = {"tiny": tiny_checkpoint, "second": second_checkpoint, "released": released_checkpoint,
+             "missing": tmp_path / "missing.pt", "csv": tmp_path / "models.csv",
+             "tiny_respelt": tiny_checkpoint.parent / ".." / tiny_checkpoint.parent.name / tiny_checkpoint.name}
+    args, expected = BAD_SECOND_MODEL[case]
+    argv = args(files)
+    output = [] if "--output" in argv else ["--output", tmp_path / "r.jsonl"]
+    code, _, err = run(capsys, *argv, *output)
+    assert code == 1 and expected.format(**files) in err, err
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--models", "m.csv", "--model", "ViT-B-32"], "drop --model, or drop --models"),
+    (["--benchmark", "valse"], "required: --model (or --models FILE)"),
+    (["--model", "ViT-B-32"], "one of the arguments --pretrained --checkpoint is required")])
+def test_the_forms_of_the_model_arguments_are_checked_by_the_command_line(flags, expected, capsys):
+    with pytest.raises(SystemExit):
+        negbook_eval.parse_arguments(flags)
+    assert expected in capsys.readouterr().err
+
+
+def test_skip_existing_skips_a_finished_model_and_completes_a_partial_one(coco_root, tiny_checkpoint,
+                                                                         second_checkpoint, tmp_path, capsys,
+                                                                         monkeypatch):
+    """A model is complete when --output has a row for every requested (method, split, task); the second model
+    lost one (a run cut short, a row deleted), and a row of a model not requested stands beside them."""
+    output, models = tmp_path / "r.jsonl", ["--model", "negbook-tiny", "negbook-tiny", "--checkpoint",
+                                            tiny_checkpoint, second_checkpoint]
+    assert run(capsys, *models, *scoring(coco_root, output))[0] == 0
+    full = read_rows(output)
+    other = {"dataset": "coco", "split": "val", "model": "ViT-B-32", "pretrained": "openai", "task": "mcq",
+             "method": "vanilla", "metrics": {"accuracy": 0.5}}
+    lost = (str(second_checkpoint), "EC", "mcq")
+    output.write_text("".join(json.dumps(r) + "\n" for r in [other] + full
+                              if (r["pretrained"], r["method"], r["task"]) != lost))
+    loaded = loads_only(monkeypatch, [second_checkpoint])
+    code, out, err = run(capsys, *models, *scoring(coco_root, output), "--skip-existing")
+    assert code == 0, err
+    assert loaded == [str(second_checkpoint)]
+    assert f"model 1 of 2 (negbook-tiny, --checkpoint {tiny_checkpoint}): its 4 rows in {output} are complete; " \
+           "skipped" in out
+    assert f"model 2 of 2 (negbook-tiny, --checkpoint {second_checkpoint}): 1 of its 4 rows are missing from " \
+           f"{output} (EC val mcq); evaluating it again" in out
+    rows = read_rows(output)
+    assert rows[0] == other and by_cell(rows[1:]) == by_cell(full)     # the lost row is back, with its value
+    loaded.clear()
+    code, out, _ = run(capsys, *models, *scoring(coco_root, output), "--skip-existing")
+    assert code == 0 and loaded == [] and "nothing evaluated" in out and read_rows(output) == rows
+
+
+def test_the_rows_of_finished_models_survive_a_later_models_failure(coco_root, tiny_checkpoint, nan_checkpoint,
+                                                                    second_checkpoint, tmp_path, capsys,
+                                                                    monkeypatch):
+    output = tmp_path / "r.jsonl"
+    output.write_text('{"earlier": true}\n')           # replaced: no --skip-existing
+    code, out, err = run(capsys, "--model", "negbook-tiny", "negbook-tiny", "--checkpoint", tiny_checkpoint,
+                         nan_checkpoint, *scoring(coco_root, output))
+    assert code == 1
+    assert f"model 2 of 2 (negbook-tiny, --checkpoint {nan_checkpoint}): checkpoint {nan_checkpoint} has " \
+           "non-finite values" in err
+    assert f"{output} holds the rows of the 1 model before it (--skip-existing goes on from there)" in err
+    rows = read_rows(output)
+    assert len(rows) == 4 and {r["pretrained"] for r in rows} == {str(tiny_checkpoint)}
+    loaded = loads_only(monkeypatch, [second_checkpoint])         # go on, with other weights for the second
+    code, _, err = run(capsys, "--model", "negbook-tiny", "negbook-tiny", "--checkpoint", tiny_checkpoint,
+                       second_checkpoint, *scoring(coco_root, output), "--skip-existing")
+    assert code == 0, err
+    assert loaded == [str(second_checkpoint)] and read_rows(output)[:4] == rows and len(read_rows(output)) == 8
+
+
+ROW = '{"model": "m", "pretrained": "p", "dataset": "coco", "split": "val", "task": "mcq", "method": "EC"}\n'
+
+
+@pytest.mark.parametrize("text, expected", [
+    (ROW + "not json\n", "line 2 is not JSON"),
+    ("[1, 2]\n", "line 1 is a JSON list, not a result row"),
+    (ROW + "\n" + ROW.replace('"task": "mcq", ', ""), "line 3 is not a result row of negbook eval: no task"),
+    (ROW * 2, "line 2 repeats line 1's model m, pretrained p, dataset coco, split val, task mcq, method EC")])
+def test_skip_existing_refuses_a_malformed_output_naming_its_line_before_anything_loads(text, expected, tiny_checkpoint,
+                                                                                       tmp_path, capsys,
+                                                                                       nothing_loads):
+    output = tmp_path / "r.jsonl"
+    output.write_text(text)
+    code, _, err = run(capsys, "--model", "negbook-tiny", "--checkpoint", tiny_checkpoint, "--output", output,
+                       "--skip-existing")
+    assert code == 1 and f"--output {output} {expected}" in err, err
+    assert "drop --skip-existing to replace the file" in err and output.read_text() == text
+
+
+def test_the_data_session_reads_the_benchmark_cache_of_every_models_session(tiny_world, tiny_checkpoint):
+    """``data_session`` (the benchmarks read once, before any model) keys its data as ``model_session`` does."""
+    from negutils.config import get_profile
+    from negutils.models.backbone import load_backbone
+    from negutils.session import model_session
+    from negutils.world.coco import load_split
+
+    profile, splits = get_profile("gpu-dryrun"), {"val": load_split(tiny_world / "val")}
+    backbone = load_backbone("negbook-tiny", checkpoint=tiny_checkpoint)
+    assert negbook_eval.data_session(profile, splits).data_key == \
+        model_session(profile, splits, backbone, str(tiny_checkpoint)).data_key
+
+
+def test_a_models_new_rows_replace_its_rows_of_the_same_cells_and_keep_its_others(tmp_path):
+    """A model evaluated again for some methods keeps its rows of the others, and other models' rows stay."""
+    def row(model, method, accuracy):
+        return {"dataset": "coco", "split": "val", "model": model, "pretrained": "p", "task": "mcq",
+                "method": method, "metrics": {"accuracy": accuracy}}
+
+    output = tmp_path / "r.jsonl"
+    results = negbook_eval.Results(output, (row("a", "vanilla", 0.1), row("a", "EC", 0.2), row("b", "vanilla", 0.3)))
+    assert results.replace(("a", "p"), [row("a", "vanilla", 0.9)]) == 3
+    assert read_rows(output) == [row("a", "EC", 0.2), row("a", "vanilla", 0.9), row("b", "vanilla", 0.3)]
