@@ -56,7 +56,7 @@ from .methods.peakpatch.export import load_peakpatch, read_export
 from .methods.registry import build_scorer, method, scorer_dict
 from .models import weights
 from .models.backbone import Backbone, load_backbone
-from .session import Session, load_splits, model_session, split_content_key
+from .session import Session, data_key, load_splits, model_session
 from .world.coco import CocoSplit
 
 # benchmark name on the command line -> the suite's task names (FACTOR's are its splits)
@@ -621,9 +621,7 @@ def data_session(profile: Profile, splits: dict[str, CocoSplit]) -> Session:
     """A session of the data alone, for the benchmarks every model is scored on: keyed as
     ``model_session`` keys each model's session, so both read one benchmark cache; without a
     backbone, it makes no tokenisation report (each model's session makes its own)."""
-    data_key = f"{profile.dataset}/{profile.negation_data}:" + ",".join(
-        f"{n}={split_content_key(s)}" for n, s in sorted(splits.items()))
-    return Session(profile, splits, None, "", data_key)
+    return Session(profile, splits, None, "", data_key(profile, splits))
 
 
 def tasks_of(name: str, bench: Benchmarks) -> set[str]:

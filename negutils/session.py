@@ -25,7 +25,7 @@ from .world.coco import CocoSplit, load_split
 from .world.generate import SPLITS, ensure_world
 from .world.published import read_coco_train, read_coco_val, read_voc_test
 
-__all__ = ["Session", "get_profile", "load_splits", "model_session", "open_session", "read_results",
+__all__ = ["Session", "data_key", "get_profile", "load_splits", "model_session", "open_session", "read_results",
            "write_results"]
 
 
@@ -135,13 +135,17 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
     return session
 
 
-def model_session(profile: Profile, splits: dict[str, CocoSplit], backbone: Backbone, label: str) -> Session:
-    """The session of a loaded model (a real backbone, a checkpoint) on ``splits``: its data key is the
-    splits' content (``split_content_key``), so every caller (the chapters, ``negbook eval``) shares one
-    benchmark and feature cache per dataset and none survives a change of the data."""
-    data_key = f"{profile.dataset}/{profile.negation_data}:" + ",".join(
+def data_key(profile: Profile, splits: dict[str, CocoSplit]) -> str:
+    """What read data's benchmark and feature caches are keyed by: the splits' content
+    (``split_content_key``), so every caller (the chapters, ``negbook eval``) shares one cache per
+    dataset and none survives a change of the data."""
+    return f"{profile.dataset}/{profile.negation_data}:" + ",".join(
         f"{n}={split_content_key(s)}" for n, s in sorted(splits.items()))
-    session = Session(profile, splits, backbone, label, data_key)
+
+
+def model_session(profile: Profile, splits: dict[str, CocoSplit], backbone: Backbone, label: str) -> Session:
+    """The session of a loaded model (a real backbone, a checkpoint) on ``splits``, keyed by ``data_key``."""
+    session = Session(profile, splits, backbone, label, data_key(profile, splits))
     backbone.keep_on_disk(session.outputs_dir)      # the chapters share what it encodes
     return session
 
