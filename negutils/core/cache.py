@@ -20,13 +20,20 @@ from typing import Any, Callable
 import numpy as np
 
 
+_PRIMITIVES = (str, int, float, bool, type(None))
+
+
 def _jsonable(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {k: _jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+    # leaves first: a split's content key walks every caption and box of COCO train2017, where the
+    # dataclass test on each leaf cost most of the time; the output is the same whichever test comes first
+    if isinstance(obj, _PRIMITIVES):
+        return obj
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_jsonable(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(obj).items()}
     if isinstance(obj, Path):
         return str(obj)
     return obj
