@@ -15,11 +15,15 @@ from negutils.models.backbone import create_model, save_checkpoint, save_trainin
 DATA_VARIABLES = ("COCO_IMAGE_ROOT", "VOC_ROOT", "NEGBENCH_CSV_DIR", "CC12M_NEGATION_DIR")
 
 
+def saved_tiny(tmp_path_factory, seed: int, name: str):
+    """negbook-tiny's random weights (``seed``) as this project saves them: the model name and GELU recorded."""
+    return save_checkpoint(create_model("negbook-tiny", seed=seed), tmp_path_factory.mktemp(name) / f"{name}.pt",
+                           "negbook-tiny")
+
+
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory):
-    """negbook-tiny's random weights as this project saves them: the model name and GELU recorded."""
-    return save_checkpoint(create_model("negbook-tiny", seed=1), tmp_path_factory.mktemp("weights") / "tiny.pt",
-                           "negbook-tiny")
+    return saved_tiny(tmp_path_factory, 1, "tiny")
 
 
 @pytest.fixture(scope="module")
@@ -349,8 +353,7 @@ def test_the_extraction_runner_takes_the_same_activation_rule(released_checkpoin
 @pytest.fixture(scope="module")
 def second_checkpoint(tmp_path_factory):
     """Other random weights of negbook-tiny (seed 4), saved as ``tiny_checkpoint`` is."""
-    return save_checkpoint(create_model("negbook-tiny", seed=4), tmp_path_factory.mktemp("second") / "second.pt",
-                           "negbook-tiny")
+    return saved_tiny(tmp_path_factory, 4, "second")
 
 
 @pytest.fixture(scope="module")
