@@ -619,8 +619,8 @@ def benchmark_splits() -> tuple[str, ...]:
 
 def data_session(profile: Profile, splits: dict[str, CocoSplit]) -> Session:
     """A session of the data alone, for the benchmarks every model is scored on: keyed as
-    ``model_session`` keys each model's session, so both read one benchmark cache; without a
-    backbone, it makes no tokenisation report (each model's session makes its own)."""
+    ``model_session`` keys each model's session, so the benchmarks read here are the ones each model's
+    session reports its tokenisation on (``Session.tokenised``)."""
     return Session(profile, splits, None, "", data_key(profile, splits))
 
 
@@ -636,6 +636,7 @@ class Data:
     """What every model is scored on, read once: the splits, and on each the requested benchmarks with
     items there and the tasks each writes."""
     splits: dict[str, CocoSplit]
+    bench: dict[str, Benchmarks]               # split -> its benchmarks, without a backbone's tokenisation
     tasks: dict[str, dict[str, set[str]]]      # split -> {benchmark: its tasks}
 
     def cells(self, dataset: str, methods) -> set[tuple]:
@@ -650,16 +651,16 @@ def read_data(args: argparse.Namespace, plan: Plan) -> Data:
     names = benchmark_splits()
     fit = "lcse" in args.method and args.lcse_calibration == FIT
     splits = load_splits(plan.profile, names + (("pretrain",) if fit else ()))
-    bench = data_session(plan.profile, splits).benchmarks(names)
+    bench = data_session(plan.profile, splits).read_benchmarks(names)
     scored = benchmarks_to_score(bench, splits, args.benchmark)
-    return Data(splits, {s: {name: tasks_of(name, bench[s]) for name in scored[s]} for s in scored})
+    return Data(splits, bench, {s: {name: tasks_of(name, bench[s]) for name in scored[s]} for s in scored})
 
 
 def score_model(args: argparse.Namespace, model: ModelPlan, backbone: Backbone, data: Data) -> list[dict]:
     """Every requested method of one loaded model on every benchmark of ``data``: its result rows."""
     spec, profile = model.spec, model.profile
     session = model_session(profile, data.splits, backbone, spec.label)
-    bench = session.benchmarks(tuple(data.tasks), accept_identical_options=args.accept_identical_options)
+    bench = session.tokenised({s: data.bench[s] for s in data.tasks}, args.accept_identical_options)
     lcse_calibration = calibration(spec.model, args.lcse_calibration)
     if "lcse" in args.method and args.lcse_calibration == FIT:
         lcse_calibration = fitted_calibration(session, args.batch_size)

@@ -60,12 +60,18 @@ class Session:
 
     def benchmarks(self, splits: tuple[str, ...] = ("val", "ood"), accept_identical_options: bool = False
                    ) -> dict[str, Benchmarks]:
-        """Every benchmark of these splits (those the dataset has), built once and cached. On the
-        ``coco`` dataset with ``$NEGBENCH_CSV_DIR`` set, NegBench's published CSVs there replace the
-        book's own MCQ and retrieval sets (``negutils.benchmarks.published``; a missing one is an error,
-        raised before anything is built), and each result row's ``source`` says which was scored. Each
-        split's ``tokenisation`` reports, per file, the captions this backbone's tokenizer cuts at its
-        context and the option sets it makes identical (an error unless ``accept_identical_options``)."""
+        """Every benchmark of these splits (``read_benchmarks``), each split's with the tokenisation report
+        of this session's backbone (``tokenised``) when it has one (chapter 07's sweep session brings its
+        backbones later)."""
+        bench = self.read_benchmarks(splits)
+        return bench if self.backbone is None else self.tokenised(bench, accept_identical_options)
+
+    def read_benchmarks(self, splits: tuple[str, ...] = ("val", "ood")) -> dict[str, Benchmarks]:
+        """Every benchmark of these splits (those the dataset has), built once and cached: what any
+        backbone is scored on. On the ``coco`` dataset with ``$NEGBENCH_CSV_DIR`` set, NegBench's
+        published CSVs there replace the book's own MCQ and retrieval sets
+        (``negutils.benchmarks.published``; a missing one is an error, raised before anything is built),
+        and each result row's ``source`` says which was scored."""
         wanted = [s for s in splits if s in self.splits]
         published = {}
         if self.dataset == "coco" and os.environ.get("NEGBENCH_CSV_DIR"):
@@ -76,13 +82,19 @@ class Session:
                                       self.data_key)
             if s in published:
                 bench = with_published(bench, dataset_root("NEGBENCH_CSV_DIR"), self.splits[s])
-            if self.backbone is not None:        # chapter 07's sweep session brings its backbones later
-                report = check_tokenisation(tokenisation_report(bench, self.backbone), accept_identical_options)
-                bench = replace(bench, tokenisation=report)
             out[s] = bench
-        reports = [b.tokenisation for b in out.values() if b.tokenisation is not None]
-        if reports:
-            print(tokenisation_summary(pd.concat(reports, ignore_index=True)))
+        return out
+
+    def tokenised(self, bench: dict[str, Benchmarks], accept_identical_options: bool = False
+                  ) -> dict[str, Benchmarks]:
+        """``bench`` with each split's ``tokenisation``: per file, the captions this session's backbone's
+        tokenizer cuts at its context and the option sets it makes identical (an error unless
+        ``accept_identical_options``); the summary is printed."""
+        out = {s: replace(b, tokenisation=check_tokenisation(tokenisation_report(b, self.backbone),
+                                                             accept_identical_options))
+               for s, b in bench.items()}
+        if out:
+            print(tokenisation_summary(pd.concat([b.tokenisation for b in out.values()], ignore_index=True)))
         return out
 
     def split_source(self, name: str) -> str:
