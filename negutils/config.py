@@ -7,13 +7,17 @@ never from absolute paths in committed files.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .benchmarks.confusion import ConfusionConfig
 from .benchmarks.factor import FactorConfig
 from .benchmarks.suite import BenchmarkConfig
+from .core.cache import atomic_write_json
 from .models.pretrain import PretrainConfig
 from .world.generate import WorldConfig
 from .world.published import TrainSubsets
@@ -23,6 +27,52 @@ from .world.published import TrainSubsets
 NEGATION_DATA = ("coco-train2017", "negbench-cc12m")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# where a backbone other than its profile's own keeps its run: artifacts/<profile>/backbones/<key>/
+# (``Profile.run_dir``)
+BACKBONES_DIR = "backbones"
+# what a run records in that folder, so chapter 06 finds every backbone a profile has run (``Profile.backbone_runs``)
+BACKBONE_RECORD = "backbone.json"
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """One backbone of a run: an open_clip config name and its weights, a pretrained tag or a local
+    checkpoint. Written ``MODEL``, ``MODEL:TAG`` (``ViT-L-14:openai``) or ``MODEL:PATH`` (a file:
+    ``ViT-B-32:/data/negclip.pt``), as open_clip's own ``--model``/``--pretrained`` pair."""
+    model: str
+    pretrained: str | None = None
+    checkpoint: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> BackboneSpec:
+        model, _, weights = str(text).strip().partition(":")
+        if not model or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+@-]*", model):
+            raise ValueError(f"backbone {text!r}: write MODEL, MODEL:TAG or MODEL:PATH (e.g. ViT-L-14:openai)")
+        if not weights:
+            return cls(model)
+        if os.sep in weights or "/" in weights or weights.endswith(CHECKPOINT_SUFFIXES):
+            return cls(model, checkpoint=weights)
+        return cls(model, pretrained=weights)
+
+    def __str__(self) -> str:
+        weights = self.checkpoint or self.pretrained
+        return f"{self.model}:{weights}" if weights else self.model
+
+
+def parse_backbones(value) -> tuple[BackboneSpec, ...]:
+    """The backbone list of ``-p backbones=A,B`` (a comma-separated string) or a profile's ``backbones``
+    (a sequence of strings or specs). A backbone named twice is an error: its second run would overwrite
+    the first's results."""
+    if value is None:
+        return ()
+    items = [v for v in value.split(",") if v.strip()] if isinstance(value, str) else list(value)
+    specs = tuple(v if isinstance(v, BackboneSpec) else BackboneSpec.parse(v) for v in items)
+    seen = [str(s) for s in specs]
+    repeated = sorted({s for s in seen if seen.count(s) > 1})
+    if repeated:
+        raise ValueError(f"backbones: {', '.join(repeated)} named more than once")
+    return specs
 
 
 @dataclass(frozen=True)
@@ -107,6 +157,9 @@ class Profile:
     # Real-backbone mode: when ``backbone`` is set, it is loaded instead of pretraining the organism.
     backbone: str | None = None
     pretrained: str | None = None
+    checkpoint: str | None = None     # a local weights file for ``backbone`` instead of a pretrained tag
+    # the backbones the runner runs chapters 00-05 over, each under its own ``run_dir`` (empty: ``backbone``)
+    backbones: tuple[str, ...] = ()
     dataset: str = "embedded"         # "embedded" or "coco"
     # the coco dataset's pretrain and negtrain: subsets of COCO train2017, and negtrain's negation data
     train2017: TrainSubsets = field(default_factory=TrainSubsets)
@@ -135,6 +188,61 @@ class Profile:
         if base.exists() and not base.is_dir():
             raise NotADirectoryError(f"{source} names {base}, which is a file, not a folder for artifacts")
         return base / self.name
+
+    def backbone_key(self) -> str:
+        """Empty for the backbone the registered profile names (the organism, or the ``gpu`` profile's
+        ViT-B-32/openai); otherwise a name for this backbone's folder: its model, tag, and a checkpoint's
+        file name and path hash, so two backbones' results never share a folder. A dry run's checkpoints
+        are the runner's own random weights of the model, so they do not name it."""
+        own = PROFILES.get(self.name)
+        if self.backbone is None or own is None:
+            return ""
+        if (self.backbone, self.pretrained) == (own.backbone, own.pretrained) and (
+                self.checkpoint is None or self.dry_run):
+            return ""
+        parts = [self.backbone, self.pretrained or ""]
+        if self.checkpoint and not self.dry_run:
+            where = hashlib.sha256(str(Path(self.checkpoint).expanduser().resolve()).encode()).hexdigest()[:8]
+            parts.append(f"{Path(self.checkpoint).stem}-{where}")
+        return re.sub(r"[^A-Za-z0-9._+-]+", "_", "-".join(p for p in parts if p))
+
+    def run_dir(self) -> Path:
+        """Where this backbone's run keeps what is its own (results, the staged chapters): the profile's
+        folder for its own backbone, ``<profile>/backbones/<backbone_key>/`` for another. The caches
+        (world, benchmarks, features) stay in the profile's folder, keyed by content."""
+        key = self.backbone_key()
+        return self.artifacts_dir() / BACKBONES_DIR / key if key else self.artifacts_dir()
+
+    def results_dir(self) -> Path:
+        return self.run_dir() / "results"
+
+    def backbone_label(self) -> str:
+        """The backbone's name in tables: ``organism`` for the pretrained organism, else the model and
+        its tag (``ViT-B-32/openai``) or its checkpoint's file name."""
+        if self.backbone is None:
+            return "organism"
+        if self.checkpoint and not self.dry_run:
+            return f"{self.backbone} ({Path(self.checkpoint).name})"
+        return f"{self.backbone}/{self.pretrained}" if self.pretrained else self.backbone
+
+    def with_backbone(self, spec: BackboneSpec) -> Profile:
+        return dataclasses.replace(self, backbone=spec.model, pretrained=spec.pretrained, checkpoint=spec.checkpoint)
+
+    def record_backbone(self) -> None:
+        """Write ``backbone.json`` in a non-default backbone's ``run_dir`` (what ``backbone_runs`` finds)."""
+        if self.backbone_key():
+            record = {"backbone": self.backbone, "pretrained": self.pretrained, "checkpoint": self.checkpoint}
+            atomic_write_json(self.run_dir() / BACKBONE_RECORD, record)
+
+    def backbone_runs(self) -> list[Profile]:
+        """This profile, then one profile per other backbone it has run (``backbone.json`` under
+        ``<profile>/backbones/``), in folder order."""
+        runs = [self]
+        for record in sorted((self.artifacts_dir() / BACKBONES_DIR).glob(f"*/{BACKBONE_RECORD}")):
+            fields = json.loads(record.read_text())
+            runs.append(dataclasses.replace(self, backbone=fields["backbone"], pretrained=fields["pretrained"],
+                                            checkpoint=fields["checkpoint"]))
+        return runs
 
 
 PROFILES: dict[str, Profile] = {

@@ -48,23 +48,34 @@ def dry_run_inputs(profile: Profile, progress: bool = True) -> tuple[dict[str, s
     """What a ``dry_run`` profile reads where the ``gpu`` profile reads downloads, written once per
     world under ``artifacts/<profile>/``: its embedded world in the published layouts
     (``write_published_data``: COCO val2017 and train2017, VOC2007, NegBench's CSVs and its released
-    CC12M sets), a randomly initialised checkpoint of its backbone with QuickGELU
-    (how OpenAI's weights run), and another in open_clip's training-script format with no metadata, as a
-    released NegFull comes. Returns the environment that points the ``coco`` dataset at the files
-    (``COCO_IMAGE_ROOT``, ``VOC_ROOT``, ``NEGBENCH_CSV_DIR``, ``CC12M_NEGATION_DIR``) and the notebook
-    parameters naming the two checkpoints (``checkpoint``, ``negfull_checkpoint``)."""
+    CC12M sets), a randomly initialised checkpoint of ``profile.backbone`` with QuickGELU (how OpenAI's
+    weights run), and, for the dry run's own backbone, another in open_clip's training-script format
+    with no metadata, as a released NegFull comes. A second backbone of a dry run (``-p backbones``)
+    gets its own random checkpoint on the same data. Returns the environment that points the ``coco``
+    dataset at the files (``COCO_IMAGE_ROOT``, ``VOC_ROOT``, ``NEGBENCH_CSV_DIR``,
+    ``CC12M_NEGATION_DIR``) and the notebook parameters naming the checkpoints (``checkpoint``, and
+    ``negfull_checkpoint`` for the dry run's own backbone)."""
     if not profile.dry_run or profile.backbone is None:
         raise ValueError(f"profile {profile.name!r} is not a dry run of a real backbone")
-    folder = profile.artifacts_dir() / f"dry-run-{config_hash([profile.world.key(), profile.backbone, 3])}"
+    folder = profile.artifacts_dir() / f"dry-run-{config_hash([profile.world.key(), 4])}"
     record = folder / "inputs.json"
     if not record.exists():
         env = write_published_data(profile, folder / "data", progress=progress)
-        # other seeds than the untrained control's (load_backbone's seed 0), so "trained" and untrained differ
-        checkpoint = save_checkpoint(create_model(profile.backbone, quick_gelu=True, seed=1),
-                                     folder / f"{profile.backbone}-random.pt", profile.backbone, quick_gelu=True)
-        negfull = save_training_checkpoint(create_model(profile.backbone, quick_gelu=True, seed=2),
-                                           folder / "negfull-released" / "finetuned_checkpoint.pt", "negfull-dry-run")
-        atomic_write_json(record, {"env": {k: str(v) for k, v in env.items()},
-                                   "parameters": {"checkpoint": str(checkpoint), "negfull_checkpoint": str(negfull)}})
-    written = json.loads(record.read_text())
-    return written["env"], written["parameters"]
+        atomic_write_json(record, {"env": {k: str(v) for k, v in env.items()}})
+    # other seeds than the untrained control's (load_backbone's seed 0), so "trained" and untrained differ
+    parameters = {"checkpoint": str(_random_checkpoint(folder / f"{profile.backbone}-random.pt", profile.backbone,
+                                                       seed=1))}
+    if profile.backbone_key() == "":
+        negfull = folder / "negfull-released" / "finetuned_checkpoint.pt"
+        if not negfull.exists():
+            save_training_checkpoint(create_model(profile.backbone, quick_gelu=True, seed=2), negfull,
+                                     "negfull-dry-run")
+        parameters["negfull_checkpoint"] = str(negfull)
+    return json.loads(record.read_text())["env"], parameters
+
+
+def _random_checkpoint(path: Path, model: str, seed: int) -> Path:
+    """A randomly initialised ``model`` with QuickGELU saved at ``path`` (once; the seed fixes it)."""
+    if not path.exists():
+        save_checkpoint(create_model(model, quick_gelu=True, seed=seed), path, model, quick_gelu=True)
+    return path

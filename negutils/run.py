@@ -3,6 +3,7 @@
     python -m negutils.run --profile cpu                 # what `make book` runs
     python -m negutils.run --profile smoke --book-out artifacts/smoke/book
     python -m negutils.run --profile gpu -p pretrained=openai -p backbone=ViT-B-32
+    python -m negutils.run --profile gpu -p backbones=ViT-B-32:openai,ViT-L-14:openai,ViT-B-16-SigLIP:webli
 
 Each notebook (``notebooks/NN_name.md``, jupytext MyST) is converted to ``.ipynb`` in a
 staging copy of ``book/``, executed there with ``profile`` injected into its ``parameters``
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -32,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import REPO_ROOT, get_profile
+from .config import REPO_ROOT, Profile, get_profile, parse_backbones
 from .core.cache import atomic_save, atomic_write_text
 from .dry_run import dry_run_inputs
 from .models.memo import READS_VARIABLE, WRITER_VARIABLE
@@ -368,24 +370,70 @@ def measured_times(profile: str) -> dict[str, float]:
     return dict(zip(frame["notebook"], frame["seconds"].astype(float)))
 
 
+# chapters a backbone list (``-p backbones``) runs once per backbone; the others (chapter 06's tables across
+# backbones, chapter 07's organisms, the appendix) run once, after every backbone's chapters
+PER_BACKBONE_CHAPTERS = ("00_world_and_backbone", "01_data_construction", "02_representational_collapse",
+                         "03_peakpatch", "04_ktn", "05_lcse")
+BACKBONE_PARAMETERS = ("backbone", "pretrained", "checkpoint")
+
+
+def backbone_runs(prof: Profile, parameters: dict) -> list[Profile]:
+    """The profile once per backbone the run covers, in order (the first is the one whose pages the book
+    shows): ``-p backbones=A,B`` (``parameters["backbones"]``, removed from ``parameters``), else the
+    profile's ``backbones``, else one backbone from ``-p backbone/pretrained/checkpoint`` or the profile's
+    own. A backbone list and a single ``-p backbone`` at once is an error: which one would run?"""
+    specs = parse_backbones(parameters.pop("backbones", None) or prof.backbones)
+    single = {k: parameters[k] for k in BACKBONE_PARAMETERS if parameters.get(k) is not None}
+    if specs and single:
+        raise ValueError(f"-p backbones names each backbone's weights; drop -p {', -p '.join(sorted(single))} "
+                         f"(or write it into the list, e.g. backbones={specs[0]})")
+    if not specs:
+        return [dataclasses.replace(prof, **single)]
+    for name in BACKBONE_PARAMETERS:
+        parameters.pop(name, None)
+    return [prof.with_backbone(spec) for spec in specs]
+
+
+def backbone_parameters(prof: Profile) -> dict:
+    """The notebook parameters that open ``prof``'s backbone (None leaves a chapter's default)."""
+    return {"backbone": prof.backbone, "pretrained": prof.pretrained, "checkpoint": prof.checkpoint}
+
+
 def run(profile: str, only: list[str] | None = None, parameters: dict | None = None,
         book_out: Path | None = None, build: bool = True, jobs: int | None = None) -> dict:
     """Execute the profile's chapters (``only`` these), ``jobs`` at a time (the profile's
-    ``chapter_jobs`` by default), then build the book unless ``build`` is False."""
+    ``chapter_jobs`` by default), then build the book unless ``build`` is False. With several
+    backbones (``backbone_runs``), the ``PER_BACKBONE_CHAPTERS`` run first for each backbone after the
+    first, each under its own ``run_dir``, then the first backbone's run with every chapter and the book."""
     prof = get_profile(profile)
     jobs = prof.chapter_jobs if jobs is None else jobs
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 (got {jobs})")
-    artifacts = prof.artifacts_dir()
-    params = notebook_parameters(profile, parameters or {}, notebook_sources(only))   # before anything is staged
-    stage = stage_book(artifacts / "book_src", keep_chapters=bool(only))
+    parameters = dict(parameters or {})
+    runs = backbone_runs(prof, parameters)
+    params = notebook_parameters(profile, parameters, notebook_sources(only))   # before anything is staged
+    for other in runs[1:]:
+        chapters = [s.stem for s in notebook_sources(only) if s.stem in PER_BACKBONE_CHAPTERS]
+        if chapters:
+            print(f"[negbook] backbone {other.backbone_label()}: {', '.join(chapters)} into {other.run_dir()}",
+                  flush=True)
+            _run_backbone(other, chapters, params, None, build=False, jobs=jobs)
+    return _run_backbone(runs[0], only, params, book_out, build, jobs)
+
+
+def _run_backbone(prof: Profile, only: list[str] | None, params: dict, book_out: Path | None, build: bool,
+                  jobs: int) -> dict:
+    """One backbone's run: its chapters staged and executed under its ``run_dir``, then the book."""
+    params = {**params, **{k: v for k, v in backbone_parameters(prof).items() if v is not None}}
     environment = {}
     if prof.dry_run:            # the kernels inherit the environment that points them at the dry run's files
         environment, inputs = dry_run_inputs(prof)
-        params = {**inputs, **params}
-        print(f"[negbook] dry run of the real path: {prof.backbone} from {inputs['checkpoint']}, the released "
-              f"NegFull from {inputs['negfull_checkpoint']}; "
-              + ", ".join(f"{k}={v}" for k, v in environment.items()), flush=True)
+        params = {**params, **inputs}
+        prof = dataclasses.replace(prof, checkpoint=inputs["checkpoint"])
+        print(f"[negbook] dry run of the real path: {prof.backbone} from {inputs['checkpoint']}"
+              + (f", the released NegFull from {inputs['negfull_checkpoint']}" if "negfull_checkpoint" in inputs
+                 else "") + "; " + ", ".join(f"{k}={v}" for k, v in environment.items()), flush=True)
+    stage = stage_book(prof.run_dir() / "book_src", keep_chapters=bool(only))
     # the chapters' findings boxes name what the run was given, since the page hides papermill's cell
     environment[RUN_PARAMETERS_VARIABLE] = json.dumps({k: v for k, v in params.items() if k != "profile"},
                                                       sort_keys=True, default=str)
@@ -415,9 +463,9 @@ def _execute_with(environment: dict[str, str], source: Path, output: Path, param
 
 
 def _execute(prof, only, params: dict, stage: Path, book_out: Path | None, build: bool, jobs: int) -> dict:
-    profile, artifacts = prof.name, prof.artifacts_dir()
+    profile, results = prof.name, prof.results_dir()
     times = []
-    times_csv = artifacts / "results" / "notebook_times.csv"
+    times_csv = results / "notebook_times.csv"
     sources = {s.stem: s for s in notebook_sources(only)}
     last_times, basis, when = last_recorded_times(times_csv), "their last recorded times", "last time"
     if not last_times:          # a fresh clone: the committed measurement of a whole run, said so
@@ -467,9 +515,9 @@ def _execute(prof, only, params: dict, stage: Path, book_out: Path | None, build
         raise NotebookFailed("\n".join(str(f) for f in failures) + skipped) from failures[0]
     out = {"stage": stage, "times": times}
     # the intro page's headline, from every chapter's results this profile has (an --only run included)
-    atomic_write_text(stage / HEADLINE_FILE, book_headline(artifacts / "results", profile))
+    atomic_write_text(stage / HEADLINE_FILE, book_headline(get_profile(profile).results_dir(), profile))
     if build:
-        book_out = Path(book_out) if book_out else (BOOK_DIR if profile == "cpu" else artifacts / "book")
+        book_out = Path(book_out) if book_out else (BOOK_DIR if profile == "cpu" else prof.artifacts_dir() / "book")
         out["index"] = build_book(stage, book_out)
         print(f"[negbook] book: {out['index']}", flush=True)
     return out

@@ -131,7 +131,8 @@ def open_session(profile: str, backbone: str | None = None, pretrained: str | No
     chapter 00, or now if missing) or a real open_clip model. ``negation_data`` picks the ``coco``
     dataset's negtrain (``"coco-train2017"``, the default, or ``"negbench-cc12m"``); NegBench's release
     holds the data of the ``negbench`` protocol only, so on it the trained methods use that protocol."""
-    prof = get_profile(profile, backbone=backbone, pretrained=pretrained, negation_data=negation_data)
+    prof = get_profile(profile, backbone=backbone, pretrained=pretrained, checkpoint=checkpoint,
+                       negation_data=negation_data)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     splits = load_splits(prof, splits, progress=progress)
     if "negtrain" in splits and splits["negtrain"].released is not None:
@@ -159,6 +160,7 @@ def model_session(profile: Profile, splits: dict[str, CocoSplit], backbone: Back
     """The session of a loaded model (a real backbone, a checkpoint) on ``splits``, keyed by ``data_key``."""
     session = Session(profile, splits, backbone, label, data_key(profile, splits))
     backbone.keep_on_disk(session.outputs_dir)      # the chapters share what it encodes
+    profile.record_backbone()                        # so chapter 06 finds this backbone's results
     return session
 
 

@@ -40,7 +40,12 @@ def _all_but(last: tuple[str, ...]) -> list[str]:
     return [s.stem for s in runner.notebook_sources() if s.stem not in last]
 
 
-RUNS = {"gpu-dryrun chapters": ("gpu-dryrun", ["--only", *_all_but(DRY_RUN_LAST), "--no-book"], ()),
+# the dry run's second backbone: a real open_clip architecture of another family than ViT-B-32's (ModifiedResNet
+# image tower) at tiny size, from its own random checkpoint, so the dry run covers a backbone list
+# (``-p backbones``): its chapters 00-05 run into their own folder and chapter 06 tables both backbones
+DRY_RUN_BACKBONES = ("ViT-B-32", "negbook-tiny-rn")
+RUNS = {"gpu-dryrun chapters": ("gpu-dryrun", ["--only", *_all_but(DRY_RUN_LAST), "--no-book",
+                                               "-p", f"backbones={','.join(DRY_RUN_BACKBONES)}"], ()),
         "smoke chapters": ("smoke", ["--only", *_all_but(SMOKE_LAST), "--no-book"], ()),
         "gpu-dryrun": ("gpu-dryrun", ["--only", *DRY_RUN_LAST], ("gpu-dryrun chapters",)),
         "smoke": ("smoke", ["--only", *SMOKE_LAST, "-p", "real_profile=gpu-dryrun"],

@@ -16,16 +16,25 @@ from negutils import eval as negbook_eval
 from negutils import run as runner
 from negutils.benchmarks import results_frame
 from negutils.benchmarks.published import MCQ_FILES
-from negutils.config import get_profile
+from negutils.config import BackboneSpec, get_profile
 from negutils.core.results import read_results
 from negutils.core.workers import torch_threads
+from negutils.dry_run import dry_run_inputs
 from negutils.models.backbone import load_backbone
 from negutils.models.features import TextFeatures
 from negutils.models.features import main as features_main
 
+from background_books import DRY_RUN_BACKBONES
 from conftest import findings_box, injected_parameters_of_every_chapter
 
 PROFILE = get_profile("gpu-dryrun")
+SECOND = PROFILE.with_backbone(BackboneSpec(DRY_RUN_BACKBONES[1]))     # the dry run's second backbone
+
+
+def written_inputs(profile=PROFILE) -> dict:
+    """What the dry run wrote for ``profile``'s backbone: the data's environment and the checkpoints."""
+    env, parameters = dry_run_inputs(profile, progress=False)
+    return {"env": env, "parameters": parameters}
 
 
 @pytest.mark.notebooks
@@ -42,7 +51,7 @@ def test_every_chapter_executes_on_the_real_path(dry_run_book):
 
 @pytest.mark.notebooks
 def test_the_checkpoint_is_vit_b32_as_openai_weights_run(dry_run_chapters):
-    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    inputs = written_inputs()
     checkpoint = inputs["parameters"]["checkpoint"]
     backbone = load_backbone("ViT-B-32", checkpoint=checkpoint)    # the loader that checks every key
     assert backbone.report.quick_gelu and backbone.report.n_tensors_loaded == len(backbone.model.state_dict())
@@ -52,7 +61,7 @@ def test_the_checkpoint_is_vit_b32_as_openai_weights_run(dry_run_chapters):
 
 @pytest.mark.notebooks
 def test_the_chapters_read_coco_voc_and_the_published_csvs(dry_run_chapters):
-    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    inputs = written_inputs()
     retrieval = read_results(PROFILE, "00_zero_shot_retrieval")
     assert set(retrieval["dataset"]) == {"coco"} and set(retrieval["model"]) == {"ViT-B-32"}
     assert set(retrieval["split"]) == {"val"}            # VOC2007 has no captions to retrieve with
@@ -67,7 +76,7 @@ def test_the_chapters_read_coco_voc_and_the_published_csvs(dry_run_chapters):
 @pytest.mark.notebooks
 def test_chapter_03_evaluates_the_released_negfull_in_its_base_models_activation(dry_run_chapters):
     result, _ = dry_run_chapters
-    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    inputs = written_inputs()
     released = torch.load(inputs["parameters"]["negfull_checkpoint"], weights_only=True)
     assert "negbook" not in released and next(iter(released["state_dict"])).startswith("module.")
     chapter = json.loads((result["stage"] / "chapters" / "03_peakpatch.ipynb").read_text())
@@ -102,7 +111,7 @@ def test_the_dry_run_builds_its_book_with_a_real_backbone_line(dry_run_book):
     result, out = dry_run_book
     assert result["index"] == out / "_build" / "html" / "index.html" and result["index"].exists()
     chapter06 = (out / "_build" / "html" / "chapters" / "06_benchmark_tables.html").read_text()
-    assert "real backbone (gpu-dryrun)" in chapter06
+    assert "ViT-B-32 (gpu-dryrun)" in chapter06
     # papermill's cell is hidden, so the findings box says which weights the chapter ran
     chapter03 = (out / "_build" / "html" / "chapters" / "03_peakpatch.html").read_text()
     box = findings_box(chapter03)
@@ -111,7 +120,7 @@ def test_the_dry_run_builds_its_book_with_a_real_backbone_line(dry_run_book):
 
 @pytest.mark.notebooks
 def test_negbook_eval_gives_the_rows_the_chapters_computed(dry_run_chapters, tmp_path, monkeypatch):
-    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    inputs = written_inputs()
     for variable in inputs["env"]:                # unset for the command, restored after the test
         monkeypatch.setenv(variable, "")
         monkeypatch.delenv(variable)
@@ -151,7 +160,7 @@ def test_negbook_eval_fits_lcse_on_train2017_as_chapter_05_does_and_says_so(dry_
                                                                             monkeypatch):
     from negutils.methods.lcse import fit_calibration
 
-    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    inputs = written_inputs()
     for variable in inputs["env"]:
         monkeypatch.delenv(variable, raising=False)
     out, data_root = tmp_path / "results.jsonl", Path(inputs["env"]["COCO_IMAGE_ROOT"]).parent
@@ -169,14 +178,15 @@ def test_negbook_eval_fits_lcse_on_train2017_as_chapter_05_does_and_says_so(dry_
 
 @pytest.mark.notebooks
 def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_chapters, tmp_path, capsys):
-    """The multi-GPU runner's feature extraction (README) on ViT-B-32 from a local checkpoint, two ranks on CPU,
-    against the same command's one-process cache (run here: a third interpreter would only import torch again)."""
-    inputs = json.loads(next(PROFILE.artifacts_dir().glob("dry-run-*/inputs.json")).read_text())
+    """The multi-GPU runner's feature extraction (README) from a local checkpoint, two ranks on CPU, against the
+    same command's one-process cache (run here: a third interpreter would only import torch again). On the dry
+    run's second backbone, whose 12-layer text tower takes the same taps as ViT-B-32's at a fraction of the cost."""
+    inputs = written_inputs(SECOND)
     captions = tmp_path / "captions.txt"
     captions.write_text("\n".join(["There is no dog.", "A cat and no chair.", "A red kite above a tree."] * 3) + "\n")
-    args = ["-m", "negutils.models.features", str(captions), "--model", "ViT-B-32", "--checkpoint",
+    args = ["-m", "negutils.models.features", str(captions), "--model", SECOND.backbone, "--checkpoint",
             inputs["parameters"]["checkpoint"], "--l-p", "8", "--l-a", "6", "--batch-size", "4"]
-    # torchrun runs each rank on one thread; ViT-B-32's matrix products round differently on two, so the
+    # torchrun runs each rank on one thread; matrix products round differently on two, so the
     # one-process cache it must equal is computed on one thread too
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with torch_threads(1):
@@ -185,6 +195,38 @@ def test_torchrun_extraction_from_the_checkpoint_equals_one_process(dry_run_chap
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                           *args, "--out", str(tmp_path / "two")], capture_output=True, text=True, check=True, env=env)
     merged, single = TextFeatures(two.stdout.strip().splitlines()[-1]), TextFeatures(one)
-    assert len(merged.index["shards"]) == 2 and merged["final"].shape == (9, 512)
+    assert len(merged.index["shards"]) == 2 and merged["final"].shape == (9, 64)
     for name in ("final", "proj_lp", "eos_lp", "eos_la", "tokens", "offsets"):
         assert np.array_equal(merged[name], single[name]), name
+
+
+@pytest.mark.notebooks
+def test_a_second_architecture_runs_into_its_own_folder_and_chapter_06_tables_both(dry_run_chapters, tmp_path,
+                                                                                   monkeypatch):
+    """``-p backbones=ViT-B-32,negbook-tiny-rn``: the second backbone's chapters 00-05 write under
+    ``backbones/<key>/``, every row names its model, the first backbone's files are untouched, and chapter 06
+    puts both in one backbone x method x benchmark table; negbook eval scores the second one as its chapters did."""
+    assert SECOND.backbone_key() == "negbook-tiny-rn" and SECOND.results_dir() != PROFILE.results_dir()
+    mine, first = read_results(SECOND, "04_results"), read_results(PROFILE, "04_results")
+    assert set(mine["model"]) == {"negbook-tiny-rn"} and set(first["model"]) == {"ViT-B-32"}
+    assert [p.backbone for p in PROFILE.backbone_runs()] == list(DRY_RUN_BACKBONES)
+    layers = read_results(SECOND, "02_layer_selection")      # its own layer choice, made on itself
+    assert set(layers["backbone"]) == {"negbook-tiny-rn"}
+    table = read_results(PROFILE, "06_backbones")
+    assert set(table["backbone"]) == {"ViT-B-32 (gpu-dryrun)", "negbook-tiny-rn (gpu-dryrun)"}
+    for _, block in table.groupby("backbone"):
+        assert {"vanilla", "KTN", "LCSE"} <= set(block["method"]) and (block["low"] <= block["high"]).all()
+    inputs = written_inputs(SECOND)
+    for variable in inputs["env"]:
+        monkeypatch.delenv(variable, raising=False)
+    out = tmp_path / "second.jsonl"
+    data_root = Path(inputs["env"]["COCO_IMAGE_ROOT"]).parent
+    assert negbook_eval.cli(["eval", "--model", SECOND.backbone, "--checkpoint", inputs["parameters"]["checkpoint"],
+                             "--profile", "gpu-dryrun", "--data-root", str(data_root),
+                             "--method", "vanilla", "ktn", "--benchmark", "negbench-mcq", "negbench-retrieval",
+                             "--output", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    ours = {(r["method"], r["task"]): r["metrics"] for r in rows if r["split"] == "val"}
+    chapter = mine[(mine["split"] == "val") & (mine["method"] == "KTN")].set_index("task")
+    assert ours[("KTN", "mcq")]["accuracy"] == chapter.loc["mcq", "accuracy"]
+    assert ours[("KTN", "retrieval_negated")]["R@5"] == chapter.loc["retrieval_negated", "R@5"]

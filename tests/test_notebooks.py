@@ -87,7 +87,7 @@ def test_book_builds_offline_with_chapter_figures(smoke_book):
     chapter06 = (out / "_build" / "html" / "chapters" / "06_benchmark_tables.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter06)) >= 1 and "One table no paper has" in chapter06
     assert "PeakPatch, Table 13" in chapter06 and ("#d8f0d8" in chapter06 or "#f6c6c6" in chapter06)
-    assert "real backbone (gpu-dryrun)" in chapter06          # the dry run's line beside the organism's
+    assert "ViT-B-32 (gpu-dryrun)" in chapter06          # the dry run's line beside the organism's
     chapter07 = (out / "_build" / "html" / "chapters" / "07_negation_rate.html").read_text()
     assert len(re.findall(r"<img [^>]*src=\"[^\"]+\.png\"", chapter07)) >= 3 and "Verdicts" in chapter07
     appendix = (out / "_build" / "html" / "chapters" / "90_performance.html").read_text()

@@ -1,4 +1,5 @@
-"""Result tables: pandas DataFrames written atomically as CSV under artifacts/<profile>/results/.
+"""Result tables: pandas DataFrames written atomically as CSV in a profile's ``results_dir()``
+(``artifacts/<profile>/results/``, or ``artifacts/<profile>/backbones/<key>/results/`` for another backbone).
 Result rows name the dataset (``embedded``, ``coco``) and the ``split`` (``val``, ``ood``) in two
 columns.
 
@@ -27,7 +28,7 @@ class ResultsError(ValueError):
 
 
 def write_results(frame: pd.DataFrame, profile: Profile, name: str) -> Path:
-    path = profile.artifacts_dir() / "results" / f"{name}.csv"
+    path = profile.results_dir() / f"{name}.csv"
     return atomic_save(path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
@@ -45,7 +46,7 @@ def rerun_hint(path: Path, profile: str | None = None) -> str:
 
 def read_results(profile: Profile, name: str) -> pd.DataFrame:
     """The table ``name`` of ``profile`` (``read_results_file``)."""
-    return read_results_file(profile.artifacts_dir() / "results" / f"{name}.csv", profile.name)
+    return read_results_file(profile.results_dir() / f"{name}.csv", profile.name)
 
 
 def read_results_file(path: Path, profile: str | None = None) -> pd.DataFrame:

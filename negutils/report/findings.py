@@ -341,7 +341,7 @@ def show_findings(notebook: str, profile) -> list[Finding]:
     JupyterLab, where the pasted box is not rendered). ``profile`` is the run's ``Profile``."""
     from IPython.display import Markdown, display   # in a kernel only: the package imports without IPython
 
-    results = chapter_results(profile.artifacts_dir() / "results", chapter_of(notebook))
+    results = chapter_results(profile.results_dir(), chapter_of(notebook))
     findings = checked_findings(notebook, results, profile.name)
     smoke = profile.name == "smoke"
     given = run_parameters()

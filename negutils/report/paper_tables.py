@@ -4,6 +4,8 @@ table with a line per source (the paper, the organism, a real backbone when the 
 has run)."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from ..core.results import RESULT_KEY, read_results
@@ -28,6 +30,61 @@ ROW_METHOD = {row: (method_label(m) if m in METHODS else m) for row, m in {
     "EC (ViT-B/32)": "ec", "KTN (ViT-B/32)": "ktn", "+ Proj (Dim 1)": "ktn_projection",
     "+ Ours (Dim 1+2)": "ktn", "LCSE (CLIP)": "lcse",
 }.items()}
+
+# The backbones the papers name, as the open_clip config names that are that backbone (any image size or
+# activation variant). A paper row is the book's default, CLIP ViT-B/32, unless ``row_backbone`` finds one of
+# these in it; the organism's line stands in for ViT-B/32 rows only, a real backbone's line under the rows of
+# its own backbone only. Tags are not matched (a row rarely names its weights): each line is labelled by its own.
+PAPER_BACKBONES = {
+    "ViT-B/32": r"ViT-B-32(-quickgelu)?", "ViT-L/14": r"ViT-L-14(-336)?(-quickgelu)?",
+    "ViT-H/14": r"ViT-H-14(-378)?(-quickgelu)?",
+    "EVA-02 ViT-B/16": r"EVA02-B-16", "EVA-02 ViT-L/14": r"EVA02-L-14(-336)?",
+    "SigLIP ViT-B/16": r"ViT-B-16-SigLIP(-256|-384|-512)?", "SigLIP2 ViT-B/32": r"ViT-B-32-SigLIP2-256",
+    "SigLIP2 ViT-L/16": r"ViT-L-16-SigLIP2-(256|384|512)", "SigLIP2 So400m": r"ViT-SO400M-1[46]-SigLIP2(-\d+)?",
+    "SigLIP 2": r"ViT-.+-SigLIP2(-\d+)?",     # LCSE names no size
+}
+DEFAULT_BACKBONE = "ViT-B/32"
+# rows of other backbones: the method is the row's first word (KTN Table 2's "Vanilla (CLIP ViT-L/14)", PeakPatch
+# Table 4's "PeakPatch SigLIP ViT-B/16", LCSE's "LCSE (SigLIP 2) (other backbone)")
+BACKBONE_ROW_METHOD = {"Vanilla": "vanilla", "CLIP": "vanilla", "SigLIP": "vanilla", "SigLIP2": "vanilla",
+                       "Holistic": "vanilla", "EC": "ec", "KTN": "ktn", "PeakPatch": "peakpatch_joint",
+                       "LCSE": "lcse"}
+# rows set beside any line by design: KTN Table 3 is SigLIP2's ablation, its steps the ones chapter 04 runs
+ANY_BACKBONE_ROWS = ("SigLIP2 (raw)", "+ Proj (Dim 1)", "+ Ours (Dim 1+2)")
+
+
+def row_backbone(row: str) -> str | None:
+    """The paper backbone (a ``PAPER_BACKBONES`` key) a row names, longest name first; None for a row
+    that names none (the paper's default CLIP ViT-B/32) or one set beside every line."""
+    if row in ANY_BACKBONE_ROWS:
+        return None
+    for name in sorted(PAPER_BACKBONES, key=len, reverse=True):
+        if re.search(rf"(^|[ (]){re.escape(name)}($|[ )])", row):
+            return name
+    return None
+
+
+def row_method(row: str) -> str | None:
+    """Our method (its label) that answers a paper row: ``ROW_METHOD``'s, else, for a row naming another
+    backbone, the method its first word names."""
+    if row in ROW_METHOD:
+        return ROW_METHOD[row]
+    backbone = row_backbone(row)
+    if backbone is None or backbone == DEFAULT_BACKBONE:
+        return None
+    method = BACKBONE_ROW_METHOD.get(row.split(" ", 1)[0])
+    return method_label(method) if method else None
+
+
+def serves(row: str, model: str | None) -> bool:
+    """Whether a line of ``model`` (an open_clip config name; None for the organism) stands under ``row``:
+    rows set beside every line, the organism under ViT-B/32's rows, a real backbone under its own."""
+    if row in ANY_BACKBONE_ROWS:
+        return True
+    backbone = row_backbone(row) or DEFAULT_BACKBONE
+    if model is None:
+        return backbone == DEFAULT_BACKBONE
+    return re.fullmatch(PAPER_BACKBONES[backbone], model) is not None
 # paper rows of trained methods named by their training data: a line of ours stands under one only when our
 # methods learned from the same kind of data (``training_domain``)
 TRAINING_DOMAIN = {"PeakPatch (COCO in-domain)": "in-domain", "PeakPatch (w/o COCO)": "w/o COCO",
@@ -131,12 +188,14 @@ def table2_pairs(negfull: str | None, domain: str) -> list[tuple[str, str, str]]
 
 
 def beside_table(paper: str, table: str, ours: dict[str, pd.DataFrame],
-                 domains: dict[str, str] | None = None) -> pd.DataFrame:
+                 domains: dict[str, str] | None = None, models: dict[str, str | None] | None = None) -> pd.DataFrame:
     """One paper table as rows x columns with, under each paper row that one of our methods
     answers, a line per source in ``ours`` ({label: our_values frame}). Columns keep the paper's
     order; our lines are in the paper's unit. Rows nothing of ours answers keep only the paper line.
     A row named by its training data (``TRAINING_DOMAIN``) gets a source's line only when
-    ``domains`` ({label: training_domain}, default "in-domain") says it learned from the same kind."""
+    ``domains`` ({label: training_domain}, default "in-domain") says it learned from the same kind.
+    A row naming a backbone gets only the lines of that backbone (``serves``; ``models``: {label: open_clip
+    config name, None for the organism, the default})."""
     numbers = paper_numbers()
     numbers = numbers[(numbers["paper"] == paper) & (numbers["table"] == table)]
     if numbers.empty:
@@ -145,12 +204,14 @@ def beside_table(paper: str, table: str, ours: dict[str, pd.DataFrame],
     lines = []
     for row, group in numbers.groupby("row", sort=False):
         lines.append({"row": row, "source": "paper", "method": "", **dict(zip(group["column"], group["value"]))})
-        method = ROW_METHOD.get(row)
+        method = row_method(row)
         in_analysis = group["benchmark"].isin(ANALYSES).all()
         condition = in_analysis and row not in ROW_METHOD and row not in OTHER_MODELS
         if method is None and not condition:
             continue
         for label, values in ours.items():
+            if not serves(row, (models or {}).get(label)):
+                continue
             if row in TRAINING_DOMAIN and TRAINING_DOMAIN[row] != (domains or {}).get(label, "in-domain"):
                 continue
             # the analyses are of the vanilla model; their values carry no method
@@ -218,16 +279,21 @@ RESULT_TABLES = ("03_results", "04_results", "05_results")
 
 
 def line_label(profile) -> str:
-    """How a profile's line is named beside the papers' rows: the ``gpu`` profile's is "real
-    backbone"; another real-backbone profile's (the CPU dry run) says which; the organism's says so."""
-    if profile.backbone is None:
-        return f"organism ({profile.name})"
-    return "real backbone" if profile.name == "gpu" else f"real backbone ({profile.name})"
+    """How a profile's line is named beside the papers' rows: by its backbone (``ViT-L-14/openai``), with the
+    profile's name but on the ``gpu`` profile (``ViT-B-32 (gpu-dryrun)``, ``organism (cpu)``)."""
+    label = profile.backbone_label()
+    return label if profile.name == "gpu" and profile.backbone is not None else f"{label} ({profile.name})"
+
+
+def result_profiles(profiles) -> list:
+    """Every backbone run of each profile in ``profiles`` (``Profile.backbone_runs``) whose chapters 03-05
+    have results here, in order."""
+    return [run for profile in profiles for run in profile.backbone_runs() if has_results(run)]
 
 
 def has_results(profile) -> bool:
-    """Whether chapters 03-05 have run for ``profile`` on this machine."""
-    folder = profile.artifacts_dir() / "results"
+    """Whether chapters 03-05 have run for ``profile`` (its backbone) on this machine."""
+    folder = profile.results_dir()
     return all((folder / f"{name}.csv").exists() for name in RESULT_TABLES)
 
 

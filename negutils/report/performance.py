@@ -105,7 +105,7 @@ def notebook_times(profiles=tuple(PROFILES)) -> pd.DataFrame:
     """Each notebook's wall seconds from the last run of every profile that has run here."""
     frames = []
     for name in profiles:
-        path = get_profile(name).artifacts_dir() / "results" / "notebook_times.csv"
+        path = get_profile(name).results_dir() / "notebook_times.csv"
         if path.exists():
             frames.append(pd.read_csv(path))
     if not frames:

@@ -21,7 +21,7 @@ Key = tuple[str, str, str, str, str]  # (method, dataset, split, task, metric)
 
 
 def items_path(profile: Profile, name: str) -> Path:
-    return profile.artifacts_dir() / "results" / f"{name}.npz"
+    return profile.results_dir() / f"{name}.npz"
 
 
 def write_items(items: dict[Key, np.ndarray], profile: Profile, name: str) -> Path:
@@ -110,15 +110,42 @@ def unified_table(items: dict[Key, np.ndarray], methods: list[str] | None = None
 
 
 def format_unified(long: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
-    """Methods x benchmarks, each cell 'mean [low, high]' (rho with 3 decimals)."""
+    """Methods x benchmarks (backbone and method x benchmarks for ``backbone_table``'s frame), each cell
+    'mean [low, high]' (rho with 3 decimals)."""
     def cell(r):
         d = 3 if r["benchmark"] == "rho" else digits
         return f"{r['value']:.{d}f} [{r['low']:.{d}f}, {r['high']:.{d}f}]"
 
+    index = ["backbone", "method"] if "backbone" in long else ["method"]
     frame = long.assign(cell=long.apply(cell, axis=1))
-    table = frame.pivot(index="method", columns="benchmark", values="cell")
+    table = frame.pivot(index=index, columns="benchmark", values="cell")
     order = [c for c in UNIFIED_COLUMNS if c in table.columns] + [c for c in table.columns if c not in UNIFIED_COLUMNS]
-    return table.reindex(index=list(dict.fromkeys(long["method"])), columns=order).fillna("")
+    keys = long[index].itertuples(index=False, name=None)
+    rows = list(dict.fromkeys(key if len(index) > 1 else key[0] for key in keys))
+    return table.reindex(index=rows, columns=order).fillna("")
+
+
+ITEM_TABLES = ("03_items", "04_items", "05_items")
+
+
+def default_protocol_methods(items: dict[Key, np.ndarray]) -> list[str]:
+    """The methods of ``items`` in first-seen order, but those trained on another protocol than the
+    default (their names carry it in brackets: chapter 03's protocol table shows them)."""
+    return [m for m in dict.fromkeys(key[0] for key in items) if "[" not in m]
+
+
+def backbone_table(runs: dict[str, Profile], n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """``unified_table`` of every backbone in ``runs`` ({label: profile of that backbone's run}) stacked,
+    with a ``backbone`` column: each backbone's methods on each benchmark with its interval."""
+    frames = []
+    for label, profile in runs.items():
+        items = read_items(profile, list(ITEM_TABLES))
+        table = unified_table(items, methods=default_protocol_methods(items), n_boot=n_boot, seed=seed)
+        frames.append(table.assign(backbone=label))
+    if not frames:
+        raise ValueError("backbone_table needs at least one backbone's run")
+    frame = pd.concat(frames, ignore_index=True)
+    return frame[["backbone", *[c for c in frame.columns if c != "backbone"]]]
 
 
 def paired_difference_ci(a, b, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
