@@ -124,3 +124,9 @@ def test_chapter_06_finds_every_backbone_with_results(artifacts):
         write_results(pd.DataFrame({"method": ["vanilla"]}), large, name)
     assert [p.backbone for p in result_profiles([gpu])] == ["ViT-L-14"]
     assert json.loads((large.run_dir() / "backbone.json").read_text())["pretrained"] == "openai"
+
+
+def test_a_missing_table_of_another_backbone_names_the_command_that_writes_it(artifacts):
+    large = get_profile("gpu").with_backbone(BackboneSpec.parse("ViT-L-14:openai"))
+    with pytest.raises(FileNotFoundError, match=r"--profile gpu -p backbone=ViT-L-14 -p pretrained=openai --only"):
+        read_results(large, "04_results")

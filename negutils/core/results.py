@@ -34,10 +34,12 @@ def write_results(frame: pd.DataFrame, profile: Profile, name: str) -> Path:
 
 def rerun_hint(path: Path, profile: str | None = None) -> str:
     """Which chapter writes the results file ``path`` (its two-digit prefix) and the command that
-    writes it again; the profile defaults to the folder ``artifacts/<profile>/results`` names."""
+    writes it again; the profile defaults to the folder ``artifacts/<profile>/results`` (or
+    ``artifacts/<profile>/backbones/<key>/results``) names."""
     path = Path(path)
     chapter = path.stem.split("_", 1)[0]
-    profile = profile or path.parent.parent.name
+    backbone_run = len(path.parents) > 3 and path.parents[2].name == "backbones"
+    profile = profile or (path.parents[3].name if backbone_run else path.parent.parent.name)
     if not (len(chapter) == 2 and chapter.isdigit()):      # not a chapter's table: the runner's own
         return f"the book's runner writes it: rerun the book (python -m negutils.run --profile {profile})"
     return (f"chapter {chapter} writes it (notebooks/{chapter}_*.md): rerun that chapter "
@@ -46,7 +48,16 @@ def rerun_hint(path: Path, profile: str | None = None) -> str:
 
 def read_results(profile: Profile, name: str) -> pd.DataFrame:
     """The table ``name`` of ``profile`` (``read_results_file``)."""
-    return read_results_file(profile.results_dir() / f"{name}.csv", profile.name)
+    return read_results_file(profile.results_dir() / f"{name}.csv", run_arguments(profile))
+
+
+def run_arguments(profile: Profile) -> str:
+    """The runner's arguments after ``--profile`` that rerun ``profile``'s backbone: its name, and for a
+    backbone other than the profile's own (``backbone_key``), the ``-p`` parameters that open it."""
+    if not profile.backbone_key():
+        return profile.name
+    given = {"backbone": profile.backbone, "pretrained": profile.pretrained, "checkpoint": profile.checkpoint}
+    return profile.name + "".join(f" -p {k}={v}" for k, v in given.items() if v is not None)
 
 
 def read_results_file(path: Path, profile: str | None = None) -> pd.DataFrame:
