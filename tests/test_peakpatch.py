@@ -503,3 +503,21 @@ def test_negfull_fine_tuned_from_a_quickgelu_model_reloads_with_quickgelu(traine
     tuned, _ = ensure_negfull(base, "tiny-qg", data, NegFullConfig(alpha=0.5, batch_size=8, images=8), tmp_path,
                               progress=False)
     assert tuned.report.quick_gelu
+
+
+def test_without_delta_scores_the_ecn_alone_and_the_difference_is_the_scns_delta(trained_setup):
+    from negutils.methods.peakpatch.retrieval_collapse import without_delta
+    from negutils.methods.peakpatch.scorer import PeakPatchScorer
+
+    backbone, _, data, _ = trained_setup
+    torch.manual_seed(0)
+    scorer = PeakPatchScorer(backbone, PeakPatch(64, 64, "joint").eval(), 6, 3)
+    alone = without_delta(scorer)
+    captions = ["a cat", "no cat", "a star without a cup"]
+    images = data.images[:4]
+    corrected, peak = scorer.text_features(captions)
+    assert torch.allclose(alone.score(images, captions), images @ corrected.T)
+    assert torch.allclose(scorer.score(images, captions) - alone.score(images, captions),
+                          scorer.model.scn.pairwise(corrected, peak, images), atol=1e-6)
+    rows = alone.score_rows(images[:2], [captions[:2], captions[1:]])
+    assert torch.allclose(rows[0], (images[0] * corrected[:2]).sum(-1), atol=1e-6)

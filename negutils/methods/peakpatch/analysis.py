@@ -194,18 +194,3 @@ def protocol_findings(by_protocol: pd.DataFrame, deltas: pd.DataFrame, history: 
     lines.append(f"Closest to the paper's {paper_neg:.1f}% negative-template accuracy: {closest} "
                  f"({rows.loc[closest, 'Neg']:.1f}%).")
     return lines
-
-
-@torch.no_grad()
-def gallery_offsets(scorer: PeakPatchScorer, queries: pd.DataFrame, split, n_queries: int = 200) -> dict:
-    """How the SCN's Delta s behaves on a retrieval gallery: its mean absolute value and the share
-    of its variance over (query, image) that is a per-image offset (each image's mean over the
-    first ``n_queries`` queries). An MCQ loss compares the options of one image, so it cannot see
-    such an offset; in retrieval it re-ranks the images for every query."""
-    if scorer.model.scn is None:
-        raise ValueError("this PeakPatch variant has no SCN")
-    corrected, peak = scorer.text_features(queries["query"].iloc[:n_queries].tolist())
-    images = scorer.image_features(split, np.arange(len(split)))
-    delta = scorer.model.scn.pairwise(corrected, peak, images).double()          # [I, Q]
-    return {"mean |delta s|": float(delta.abs().mean()),
-            "per-image share of variance": float(delta.mean(dim=1).var(unbiased=False) / delta.var(unbiased=False))}

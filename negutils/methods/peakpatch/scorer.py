@@ -52,21 +52,23 @@ class PeakTaps:
 
 class PeakPatchScorer:
     """cos(f_I, f_hat) + Delta s for any caption: the frozen backbone is tapped at (l_p, l_a) on the
-    fly (through ``taps``, which several scorers may share)."""
+    fly (through ``taps``, which several scorers may share). ``use_delta=False`` drops the SCN's Delta s
+    (the model's ECN alone: how chapter 03 tells the two modules' effects on retrieval apart)."""
 
     def __init__(self, backbone, model: PeakPatch, l_p: int, l_a: int, name: str = "PeakPatch",
-                 batch_size: int = 256, taps: PeakTaps | None = None, image_scorer: ClipScorer | None = None):
+                 batch_size: int = 256, taps: PeakTaps | None = None, image_scorer: ClipScorer | None = None,
+                 use_delta: bool = True):
         self.backbone, self.model, self.l_p, self.l_a = backbone, model.eval(), l_p, l_a
-        self.name, self.batch_size = name, batch_size
+        self.name, self.batch_size, self.use_delta = name, batch_size, use_delta
         if taps is not None and (taps.backbone is not backbone or (taps.l_p, taps.l_a) != (l_p, l_a)):
             raise ValueError(f"shared taps are of layers ({taps.l_p}, {taps.l_a}) of another backbone or layers; "
                              f"this scorer reads ({l_p}, {l_a})")
         self.taps = taps or PeakTaps(backbone, l_p, l_a, batch_size)
-        self._image_scorer = image_scorer or ClipScorer(backbone, batch_size=batch_size)   # the frozen image tower
+        self.image_scorer = image_scorer or ClipScorer(backbone, batch_size=batch_size)   # the frozen image tower
         self._text: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def image_features(self, split, indices) -> torch.Tensor:
-        return self._image_scorer.image_features(split, indices)
+        return self.image_scorer.image_features(split, indices)
 
     def text_batch(self, captions: Sequence[str]) -> dict:
         return self.taps.batch(captions)
@@ -90,7 +92,7 @@ class PeakPatchScorer:
     def score(self, image_features: torch.Tensor, captions: Sequence[str]) -> torch.Tensor:
         corrected, peak = self.text_features(captions)
         scores = image_features @ corrected.T
-        if self.model.scn is not None:
+        if self.model.scn is not None and self.use_delta:
             scores = scores + self.model.scn.pairwise(corrected, peak, image_features)
         return scores
 
@@ -100,5 +102,7 @@ class PeakPatchScorer:
         corrected, peak = self.text_features([c for caps in captions_per_row for c in caps])
         corrected = corrected.reshape(len(captions_per_row), k, -1)
         image = image_features[:, None, :].expand(-1, k, -1)
+        if not self.use_delta:
+            return (image * corrected).sum(-1)
         delta = self.model.delta(corrected, peak.reshape(len(captions_per_row), k, -1), image)
         return (image * corrected).sum(-1) + delta
