@@ -11,9 +11,9 @@ from .lcse_analysis import (ablation_rows, beside_paper, calibration_evidence, c
 from .negfull import fit_protocols
 from .parse_set import PARSE_SET, parse_set_summary, read_parse_set, score_parses
 from .parsing import keep_parses_on_disk, parse_captions, parse_table, parser_coverage, parser_key
-from .peakpatch.analysis import (attention_by_token_type, correction_summary, embedding_map, mcq_table, near_tie_table,
-                                 polarity_separation, protocol_findings, protocol_table, PROTOCOL_TASKS,
-                                 score_corrections)
+from .peakpatch.analysis import (attention_by_token_type, choice_ties, correction_summary, design_choices,
+                                 embedding_map, mcq_table, near_tie_table, polarity_separation, protocol_findings,
+                                 protocol_table, PROTOCOL_TASKS, score_corrections, ties_findings)
 from .peakpatch.export import export_peakpatch
 from .peakpatch.model import ECN, parameter_count, SCN
 from .peakpatch.retrieval_collapse import (collapse_findings, delta_decomposition, offset_correlates,
@@ -27,16 +27,16 @@ from .training_data import benchmark_phrasing, check_truth, DEFAULT_PROTOCOL, ex
 from ..models.features import dense_bytes, extract_layer_sweep, extract_text_features, TextFeatures
 
 __all__ = ["ablation_rows", "attention_by_token_type", "benchmark_phrasing", "beside_paper", "build_scorer",
-           "calibration_evidence", "calibration_grid", "calibration_set", "check_truth", "choose_design",
-           "chosen_design", "closed_form_and", "closed_form_not", "collapse_findings", "concept_detection_auc",
-           "correction_summary", "DEFAULT_PROTOCOL", "delta_decomposition", "dense_bytes", "EC_LAMBDA", "ECN",
-           "embedding_map", "evidence_strata", "examples", "export_peakpatch", "extract_layer_sweep",
-           "extract_text_features", "fit_on_evidence", "fit_on_split", "fit_protocols", "initial_cosine",
-           "joint_peakpatch_scorer", "KAPPA", "keep_parses_on_disk", "layer_sweep", "lcse_correction", "mcq_table",
-           "method_id", "method_label", "near_tie_table", "negfull_label", "NEUTRAL_TEXT", "NEUTRAL_WORDS",
-           "offset_correlates", "operator_table", "oracle_parses", "pairwise_evidence", "parameter_count",
-           "parse_captions", "PARSE_SET", "parse_set_summary", "parse_table", "parser_agreement", "parser_coverage",
-           "parser_key", "PeakPatchConfig", "PeakTaps", "polarity_separation", "prepare_negation_data",
-           "protocol_findings", "protocol_table", "PROTOCOL_TASKS", "read_parse_set",
+           "calibration_evidence", "calibration_grid", "calibration_set", "check_truth", "choice_ties",
+           "choose_design", "chosen_design", "closed_form_and", "closed_form_not", "collapse_findings",
+           "concept_detection_auc", "correction_summary", "DEFAULT_PROTOCOL", "delta_decomposition", "dense_bytes",
+           "design_choices", "EC_LAMBDA", "ECN", "embedding_map", "evidence_strata", "examples", "export_peakpatch",
+           "extract_layer_sweep", "extract_text_features", "fit_on_evidence", "fit_on_split", "fit_protocols",
+           "initial_cosine", "joint_peakpatch_scorer", "KAPPA", "keep_parses_on_disk", "layer_sweep",
+           "lcse_correction", "mcq_table", "method_id", "method_label", "near_tie_table", "negfull_label",
+           "NEUTRAL_TEXT", "NEUTRAL_WORDS", "offset_correlates", "operator_table", "oracle_parses",
+           "pairwise_evidence", "parameter_count", "parse_captions", "PARSE_SET", "parse_set_summary", "parse_table",
+           "parser_agreement", "parser_coverage", "parser_key", "PeakPatchConfig", "PeakTaps", "polarity_separation",
+           "prepare_negation_data", "protocol_findings", "protocol_table", "PROTOCOL_TASKS", "read_parse_set",
            "retrieval_with_and_without_delta", "run_plan", "SCN", "score_corrections", "score_parses", "scorer_dict",
-           "TextFeatures", "train_variants", "variant_label"]
+           "TextFeatures", "ties_findings", "train_variants", "variant_label"]

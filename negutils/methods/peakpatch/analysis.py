@@ -194,3 +194,65 @@ def protocol_findings(by_protocol: pd.DataFrame, deltas: pd.DataFrame, history: 
     lines.append(f"Closest to the paper's {paper_neg:.1f}% negative-template accuracy: {closest} "
                  f"({rows.loc[closest, 'Neg']:.1f}%).")
     return lines
+
+
+ACCURACY = "held-out MCQ accuracy"
+
+
+def design_choices(sweep: pd.DataFrame, design: pd.DataFrame, selection: pd.DataFrame,
+                   protocol: str) -> dict[str, pd.DataFrame]:
+    """Chapter 03's choices made on held-out NegMCQ, each as its options (``option``, ``ACCURACY``): the
+    (l_p, l_a) of the layer sweep, the SCN scale and penalty and the ECN's initialisation of the design
+    table, and the NegFull alpha of ``protocol`` (the released weights, not chosen, are left out)."""
+    layers = sweep.assign(option=[f"({int(p)}, {int(a)})" for p, a in zip(sweep["l_p"], sweep["l_a"])])
+    identity = design[design["identity_init"].astype(bool)]
+    scn = identity.assign(option=[f"scale {s:g}, penalty {p:g}" for s, p in
+                                  zip(identity["scn_logit_scale"], identity["delta_penalty"])])
+    default = design[~design["identity_init"].astype(bool)]
+    init = pd.concat([identity[identity["candidate"].isin([c.rsplit(", default init", 1)[0]
+                                                           for c in default["candidate"]])]
+                      .assign(option="last layer at zero"), default.assign(option="PyTorch default")])
+    alphas = selection[(selection["protocol"] == protocol) & selection[ACCURACY].notna()]
+    alphas = alphas.assign(option=[f"alpha {a}" for a in alphas["alpha"]])
+    return {"peak and anchor layers": layers, "SCN scale and penalty": scn, "ECN initialisation": init,
+            "NegFull alpha": alphas}
+
+
+def choice_ties(options: dict[str, pd.DataFrame], questions: int) -> pd.DataFrame:
+    """For each choice, its best option against every other: both held-out accuracies over ``questions``
+    questions, the difference and two standard errors of it (each accuracy's binomial error, the two taken
+    as independent, which overstates the error of a paired comparison), and ``separated`` when the
+    difference exceeds them; otherwise the two are a tie that these questions cannot decide."""
+    if questions < 1:
+        raise ValueError(f"choice_ties needs the number of held-out questions; got {questions}")
+    rows = []
+    for choice, frame in options.items():
+        if len(frame) < 2:
+            continue
+        ranked = frame.sort_values(ACCURACY, ascending=False, kind="stable")
+        best = ranked.iloc[0]
+        for _, other in ranked.iloc[1:].iterrows():
+            a, b = float(best[ACCURACY]), float(other[ACCURACY])
+            two_se = 2 * np.sqrt(a * (1 - a) / questions + b * (1 - b) / questions)
+            rows.append({"choice": choice, "best": best["option"], "other": other["option"],
+                         "best accuracy": 100 * a, "other accuracy": 100 * b, "difference": 100 * (a - b),
+                         "2 SE": 100 * two_se, "separated": bool(a - b > two_se), "questions": questions})
+    return pd.DataFrame(rows)
+
+
+def ties_findings(ties: pd.DataFrame) -> list[str]:
+    """One sentence per choice: its best option, and which others it beats beyond two standard errors
+    and which are ties."""
+    lines = []
+    for choice, block in ties.groupby("choice", sort=False):
+        best = block["best"].iloc[0]
+        beaten = block[block["separated"]]["other"].tolist()
+        tied = block[~block["separated"]]["other"].tolist()
+        parts = []
+        if beaten:
+            parts.append(f"beats {', '.join(beaten)} by more than two standard errors")
+        if tied:
+            parts.append(f"ties with {', '.join(tied)} (within two standard errors of "
+                         f"{block['2 SE'].iloc[0]:.1f} points)")
+        lines.append(f"{choice}: {best} " + "; ".join(parts) + ".")
+    return lines
