@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.results import read_results_file
+from ..methods.registry import method_label
 from .unified import leader_summary
 from .verdicts import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS, read_verdicts
 
@@ -215,6 +216,25 @@ def _training_data(read: Reader) -> list[Finding]:
                     f"{data.loc['NegMCQ questions', 'rows']} NegMCQ questions).", "ch03-data")]
 
 
+def _peakpatch_evidence(read: Reader) -> list[Finding]:
+    """What chapter 03 measured about its own choices and about the retrieval collapse."""
+    ties = read("03_choice_ties")
+    separated = ties[ties["separated"].astype(bool)]
+    lines = [Finding(f"Of {len(ties)} comparisons between held-out choices ({ties['questions'].iloc[0]} NegMCQ "
+                     f"questions), {len(separated)} are separated by more than two standard errors; the rest are "
+                     "ties.", "ch03-ties")]
+    parts = read("03_retrieval_without_delta").set_index("scorer")
+    decomposition = read("03_delta_decomposition")
+    joint = decomposition[decomposition["method"] == method_label("peakpatch_joint")]
+    if len(joint) and "its ECN alone (no Delta s)" in parts.index:
+        alone, model = parts.loc["its ECN alone (no Delta s)"], joint["method"].iloc[0]
+        lines.append(Finding(f"{_plain(model)} retrieves at R@5 {parts.loc[model, 'R@5']:.1f} with its Delta s and "
+                             f"{alone['R@5']:.1f} with its ECN alone; the image part is "
+                             f"{100 * joint['image share'].iloc[0]:.1f}% of Delta s's variance on the gallery.",
+                             "ch03-retrieval-collapse"))
+    return lines
+
+
 def _tables(read: Reader) -> list[Finding]:
     leads = read("06_leaders")
     settled = leads[leads["settled"].fillna(False).astype(bool)]
@@ -267,7 +287,8 @@ def _performance(read: Reader, profile: str) -> list[Finding]:
 CHAPTER_FINDINGS: dict[str, Callable[[Reader, str], list[Finding]]] = {
     "00": lambda read, profile: _world(read), "01": lambda read, profile: _data(read),
     **{c: (lambda read, profile, c=c: _verdicts(read, c)) for c in VERDICT_CHAPTERS},
-    "03": lambda read, profile: _training_data(read) + _verdicts(read, "03", other_lines=1),
+    "03": lambda read, profile: _training_data(read) + _peakpatch_evidence(read) + _verdicts(read, "03",
+                                                                                         other_lines=1),
     "06": lambda read, profile: _tables(read), "90": _performance,
 }
 
