@@ -44,34 +44,30 @@ TRAINING_03 = pd.DataFrame({"part": ["affirmative captions", "NegCap captions (t
 
 
 def test_a_verdict_chapters_box_counts_its_verdicts_and_links_each_claim_to_its_section():
-    evidence = {"03_choice_ties": pd.DataFrame({"separated": [True, False, False], "questions": [700] * 3}),
-                "03_retrieval_without_delta": pd.DataFrame({"scorer": ["vanilla", "PeakPatch (joint)",
+    evidence = {"03_retrieval_without_delta": pd.DataFrame({"scorer": ["vanilla", "PeakPatch (joint)",
                                                                        "its ECN alone (no Delta s)"],
                                                             "R@5": [62.1, 26.7, 55.0], "R-Neg@5": [42.9, 5.9, 30.0]}),
                 "03_delta_decomposition": pd.DataFrame({"method": ["SCN only", "PeakPatch (joint)"],
                                                         "image share": [0.5, 0.25]})}
     findings = fd.chapter_findings("03_peakpatch", {"03_verdicts": VERDICTS_03, "03_training_data": TRAINING_03,
                                                     **evidence})
-    # chapter 03's box says first what PeakPatch and NegFull learned from and what its own measurements found,
-    # and shows one claim fewer
+    # chapter 03's box says first what PeakPatch and NegFull learned from and what its retrieval measurements
+    # found, then one claim held and one not
     assert (findings[0].text, findings[0].section) == (
         "PeakPatch and NegFull trained on COCO train2017 (negtrain subset), 11 images (10 images with training "
         "data: 30 NegCap captions, 10 NegMCQ questions).", "ch03-data")
-    assert findings[1].text == ("Of 3 comparisons between held-out choices (700 NegMCQ questions), 1 are separated "
-                                "by more than two standard errors; the rest are ties.")
-    assert findings[2].text == ("PeakPatch (joint) retrieves at R@5 26.7 with its Delta s and 55.0 with its ECN "
+    assert findings[1].text == ("PeakPatch (joint) retrieves at R@5 26.7 with its Delta s and 55.0 with its ECN "
                                 "alone; the image part is 25.0% of Delta s's variance on the gallery.")
-    assert findings[2].section == "ch03-retrieval-collapse"
-    findings = findings[3:]
+    assert findings[1].section == "ch03-retrieval-collapse"
+    findings = findings[2:]
     assert findings[0].text == ("Of the 5 claims tested on this backbone: 2 reproduced, 1 partly, 1 not reproduced, "
                                 "1 not measured.")
     assert findings[0].section == "ch03-verdicts"
     shown = [(f.text.split(":*")[0], f.section) for f in findings[1:]]
     # two that hold, then the failures, not-reproduced before partly; a claim without a section links
     # to the verdict table
-    assert shown == [("*Reproduced", "ch03-mcq"), ("*Reproduced", "ch03-verdicts"),
-                     ("*Not reproduced", "ch03-retrieval")]
-    assert r"beta\_c-\*" in findings[3].text          # markup in a claim is printed, not interpreted
+    assert shown == [("*Reproduced", "ch03-mcq"), ("*Not reproduced", "ch03-retrieval")]
+    assert r"beta\_c-\*" in findings[2].text          # markup in a claim is printed, not interpreted
     box = fd.findings_markdown(findings, "cpu")
     assert box.startswith("```{admonition} Findings") and box.count("{ref}`details <") == len(findings)
     assert "profile `cpu`" in box and "Smoke run" not in box

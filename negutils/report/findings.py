@@ -190,7 +190,8 @@ def _data(read: Reader) -> list[Finding]:
 
 def _verdicts(read: Reader, chapter: str, other_lines: int = 0) -> list[Finding]:
     """The tally and the first claims held and not held, ``other_lines`` fewer claims when the box
-    carries that many lines of its own."""
+    carries that many lines of its own; a box with room for a few claims shows the held and the failed
+    alike (half each, the held first), so a claim that failed is never crowded out by two that held."""
     verdicts = read(f"{chapter}_verdicts")
     counts = verdicts["verdict"].value_counts()
     tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0))
@@ -199,7 +200,9 @@ def _verdicts(read: Reader, chapter: str, other_lines: int = 0) -> list[Finding]
     order = {NOT_REPRODUCED: 0, PARTLY: 1, NOT_MEASURED: 2}
     failed = verdicts[verdicts["verdict"].isin(order)].sort_values(
         "verdict", key=lambda v: v.map(order), kind="stable").head(MAX_CLAIMS_SHOWN)
-    for _, claim in pd.concat([held, failed]).head(2 * MAX_CLAIMS_SHOWN - other_lines).iterrows():
+    room = 2 * MAX_CLAIMS_SHOWN - other_lines
+    n_held = min(len(held), room - min(len(failed), room // 2))
+    for _, claim in pd.concat([held.head(n_held), failed.head(room - n_held)]).iterrows():
         section = claim.get("section")
         if not isinstance(section, str) or not section:
             section = f"ch{chapter}-verdicts"
@@ -216,13 +219,9 @@ def _training_data(read: Reader) -> list[Finding]:
                     f"{data.loc['NegMCQ questions', 'rows']} NegMCQ questions).", "ch03-data")]
 
 
-def _peakpatch_evidence(read: Reader) -> list[Finding]:
-    """What chapter 03 measured about its own choices and about the retrieval collapse."""
-    ties = read("03_choice_ties")
-    separated = ties[ties["separated"].astype(bool)]
-    lines = [Finding(f"Of {len(ties)} comparisons between held-out choices ({ties['questions'].iloc[0]} NegMCQ "
-                     f"questions), {len(separated)} are separated by more than two standard errors; the rest are "
-                     "ties.", "ch03-ties")]
+def _retrieval_collapse(read: Reader) -> list[Finding]:
+    """What chapter 03 measured about the joint model's retrieval (its held-out ties are in the chapter)."""
+    lines = []
     parts = read("03_retrieval_without_delta").set_index("scorer")
     decomposition = read("03_delta_decomposition")
     joint = decomposition[decomposition["method"] == method_label("peakpatch_joint")]
@@ -287,8 +286,8 @@ def _performance(read: Reader, profile: str) -> list[Finding]:
 CHAPTER_FINDINGS: dict[str, Callable[[Reader, str], list[Finding]]] = {
     "00": lambda read, profile: _world(read), "01": lambda read, profile: _data(read),
     **{c: (lambda read, profile, c=c: _verdicts(read, c)) for c in VERDICT_CHAPTERS},
-    "03": lambda read, profile: _training_data(read) + _peakpatch_evidence(read) + _verdicts(read, "03",
-                                                                                         other_lines=1),
+    "03": lambda read, profile: _training_data(read) + _retrieval_collapse(read) + _verdicts(read, "03",
+                                                                                         other_lines=2),
     "06": lambda read, profile: _tables(read), "90": _performance,
 }
 
