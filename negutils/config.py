@@ -250,7 +250,7 @@ PROFILES: dict[str, Profile] = {
         name="smoke",
         world=WorldConfig(pretrain=512, negtrain=128, val=128, ood=64),
         pretrain=PretrainConfig(model_name="negbook-tiny-rn", samples=16 * 128, batch_size=128,
-                                lr=1e-3, evaluations=2, eval_images=128),
+                                lr=1e-3, evaluations=2, eval_images=128, snapshots=3),
         benchmarks=BenchmarkConfig(confusion=ConfusionConfig(m_min=3, m_max=10),
                                    factor=FactorConfig(operator_samples=20, equivalence_samples=(
                                        ("De Morgan", 5), ("double negation", 5), ("commutativity", 10)),
@@ -275,7 +275,9 @@ PROFILES: dict[str, Profile] = {
         # the tower bench/organism_probe.py chose (organism_probe_grammar_10min.csv): a ModifiedResNet image tower
         # and a 12-layer, width-128 text tower, for 880 steps of 128 (a step's time, each way it can run:
         # bench/pretrain_step.py; the pretraining's in chapter 00's rows of bench/results/main_job_*.csv)
-        pretrain=PretrainConfig(model_name="negbook-organism-rn-t128", samples=880 * 128, batch_size=128),
+        # and ten snapshots of its weights for chapter 02's LCD through pretraining
+        pretrain=PretrainConfig(model_name="negbook-organism-rn-t128", samples=880 * 128, batch_size=128,
+                                snapshots=10),
         # 2,000 images instead of COCO's 5,000: M_min=10 leaves only 2 triples for 3C, so 5. FACTOR's
         # operator split keeps LCSE Table 3's counts (so "All" weights operators alike); 23 concepts
         # instead of COCO's 79 need caps of 15 per pair (NOT: 300 / 23 per concept) and 25 per concept

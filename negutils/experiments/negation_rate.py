@@ -58,7 +58,7 @@ def rate_pretraining(profile, splits: dict, rate: float, samples: int, progress:
     rate. Returns the pretraining run (its checkpoint and seconds)."""
 
     pretrain = splits["pretrain"]
-    config = dataclasses.replace(profile.pretrain, samples=samples, evaluations=2)
+    config = dataclasses.replace(profile.pretrain, samples=samples, evaluations=2, snapshots=0)
     captions = rate_captions(pretrain.image_root, rate, config.seed, profile.world)
     with torch_threads(TRAINING_THREADS):
         return ensure_pretrained(pretrain.image_root.parent, config, profile.artifacts_dir() / "negation_rate",

@@ -58,6 +58,9 @@ class PretrainConfig:
     attention: str = "math"          # "math" | "default" (PyTorch's choice: its flash kernel on CPU)
     optimizer: str = "fused"         # "fused" | "foreach" (the values of PyTorch's for-loop default)
     evaluations: int = 6             # held-out checkpoints on the val split, for the convergence curve
+    # weights saved at this many evenly spaced steps before the last (step 0 included), for chapter 02's
+    # LCD through pretraining (``snapshot_checkpoints``); they never change the training itself
+    snapshots: int = 0
     eval_images: int = 500
     seed: int = 0
 
@@ -203,8 +206,18 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
         model.train()
         eval_seconds += time.perf_counter() - t
 
+    snapshot_steps = set(np.linspace(0, config.steps, config.snapshots + 1).round().astype(int)[:-1].tolist()) \
+        if config.snapshots else set()
+    out_path = Path(out_path)
+
+    def snapshot(step: int) -> None:
+        if step in snapshot_steps:
+            save_checkpoint(model, snapshot_dir(out_path) / f"step-{step:06d}.pt", config.model_name,
+                            extra={"pretrain_config": asdict(config), "step": step})
+
     if 0 in eval_steps:
         run_eval(0)
+    snapshot(0)
     model.train()
     bar = tqdm(_batches(split, config), total=config.steps, desc="pretrain", disable=not progress)
     for step, (idx, caps) in enumerate(bar):
@@ -218,9 +231,9 @@ def pretrain(split: CocoSplit, config: PretrainConfig, out_path: str | Path, val
         bar.set_postfix(loss=f"{history[-1]['loss']:.3f}")
         if step + 1 in eval_steps:
             run_eval(step + 1)
+        snapshot(step + 1)
     model.eval()
     train_seconds = time.perf_counter() - t0 - eval_seconds
-    out_path = Path(out_path)
     save_checkpoint(model, out_path, config.model_name, extra={"pretrain_config": asdict(config)})
     hist = pd.DataFrame(history)
     evals = pd.DataFrame(evaluations)
@@ -263,6 +276,21 @@ def ensure_pretrained(world_root: str | Path, config: PretrainConfig, artifacts_
     atomic_write_json(summary_json, {"key": key, "world": world_key, "config": config,
                                      "seconds": result.seconds, "samples_per_second": result.samples_per_second})
     return result
+
+
+def snapshot_dir(checkpoint: str | Path) -> Path:
+    return Path(checkpoint).parent / "snapshots"
+
+
+def snapshot_checkpoints(result: PretrainResult) -> dict[int, Path]:
+    """{step: checkpoint} of a pretraining run's snapshots (``PretrainConfig.snapshots``) and its final
+    weights, in step order; empty when it saved none."""
+    folder = snapshot_dir(result.checkpoint)
+    found = {int(p.stem.split("-")[1]): p for p in sorted(folder.glob("step-*.pt"))} if folder.is_dir() else {}
+    if not found:
+        return {}
+    final_step = int(result.history["step"].max()) if len(result.history) else 0
+    return {**found, final_step: Path(result.checkpoint)}
 
 
 def load_pretrained(result: PretrainResult) -> Backbone:

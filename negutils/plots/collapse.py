@@ -206,3 +206,24 @@ def plot_dilution(coefficients: pd.DataFrame):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_lcd_through_pretraining(curves: pd.DataFrame):
+    """D_LCD (left) and A (right) per text layer at each pretraining snapshot (``step``), coloured from the
+    first snapshot (light) to the final weights (dark), with the final curve's bootstrap band."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    steps = sorted(curves["step"].unique())
+    colours = plt.cm.viridis_r(np.linspace(0.15, 1.0, len(steps)))
+    for ax, quantity, title in zip(axes, ("D_LCD", "A"), ("compositional divergence D_LCD",
+                                                          "alignment A with the image")):
+        for step, colour in zip(steps, colours):
+            block = curves[(curves["step"] == step) & (curves["quantity"] == quantity)].sort_values("layer")
+            ax.plot(block["layer"], block["mean"], "o-", ms=3, color=colour, label=f"step {step}")
+            if step == steps[-1]:
+                ax.fill_between(block["layer"], block["lo"], block["hi"], color=colour, alpha=0.2)
+        ax.set_title(title)
+        ax.set_xlabel("text layer")
+        ax.set_ylabel("mean over diagnostic pairs")
+    axes[1].legend(title="pretraining", fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
