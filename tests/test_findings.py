@@ -213,3 +213,14 @@ def test_the_glued_box_is_recorded_exactly_as_myst_nb_glue_records_it(monkeypatc
     data, metadata = published[1]
     assert data[fd.GLUE_MIME_PREFIX + "text/markdown"] == box
     assert metadata["scrapbook"] == {"name": "findings", "mime_prefix": fd.GLUE_MIME_PREFIX}
+
+
+def test_chapter_02s_box_reads_the_lcd_through_pretraining_when_the_run_had_snapshots():
+    formed = pd.DataFrame({"step": [0, 440, 880], "D_LCD peak layer": [3, 1, 1], "interior peak": [True, False, False]})
+    findings = fd.chapter_findings("02_representational_collapse", {"02_verdicts": VERDICTS_03,
+                                                                     "02_lcd_formation": formed})
+    assert findings[0].text == ("Through pretraining (steps 0 to 880), D_LCD's peak moves from layer 3 to layer 1; "
+                                "an interior peak appears at 1 of 3 snapshots.")
+    assert findings[0].section == "ch02-formation" and len(findings) == 5      # one claim fewer
+    without = fd.chapter_findings("02_representational_collapse", {"02_verdicts": VERDICTS_03})
+    assert without[0].text.startswith("Of the 5 claims") and len(without) == 5

@@ -219,6 +219,20 @@ def _training_data(read: Reader) -> list[Finding]:
                     f"{data.loc['NegMCQ questions', 'rows']} NegMCQ questions).", "ch03-data")]
 
 
+def _formation(read: Reader) -> list[Finding]:
+    """Chapter 02's LCD through pretraining, when the run had snapshots (the organism; a real backbone's
+    run writes no ``02_lcd_formation``)."""
+    try:
+        formed = read("02_lcd_formation").sort_values("step")
+    except FindingsError:
+        return []
+    first, last = formed.iloc[0], formed.iloc[-1]
+    interior = formed[formed["interior peak"].astype(bool)]
+    return [Finding(f"Through pretraining (steps {int(first['step'])} to {int(last['step'])}), D_LCD's peak moves "
+                    f"from layer {int(first['D_LCD peak layer'])} to layer {int(last['D_LCD peak layer'])}; an "
+                    f"interior peak appears at {len(interior)} of {len(formed)} snapshots.", "ch02-formation")]
+
+
 def _retrieval_collapse(read: Reader) -> list[Finding]:
     """What chapter 03 measured about the joint model's retrieval (its held-out ties are in the chapter)."""
     lines = []
@@ -286,6 +300,7 @@ def _performance(read: Reader, profile: str) -> list[Finding]:
 CHAPTER_FINDINGS: dict[str, Callable[[Reader, str], list[Finding]]] = {
     "00": lambda read, profile: _world(read), "01": lambda read, profile: _data(read),
     **{c: (lambda read, profile, c=c: _verdicts(read, c)) for c in VERDICT_CHAPTERS},
+    "02": lambda read, profile: _formation(read) + _verdicts(read, "02", other_lines=len(_formation(read))),
     "03": lambda read, profile: _training_data(read) + _retrieval_collapse(read) + _verdicts(read, "03",
                                                                                          other_lines=2),
     "06": lambda read, profile: _tables(read), "90": _performance,
