@@ -195,12 +195,12 @@ class Profile:
         file name and path hash, so two backbones' results never share a folder. A dry run's checkpoints
         are the runner's own random weights of the model, so they do not name it."""
         own = PROFILES.get(self.name)
-        if self.backbone is None or own is None:
+        if own is None or (self.backbone is None and self.checkpoint is None):
             return ""
         if (self.backbone, self.pretrained) == (own.backbone, own.pretrained) and (
                 self.checkpoint is None or self.dry_run):
             return ""
-        parts = [self.backbone, self.pretrained or ""]
+        parts = [self.backbone or "checkpoint", self.pretrained or ""]
         if self.checkpoint and not self.dry_run:
             where = hashlib.sha256(str(Path(self.checkpoint).expanduser().resolve()).encode()).hexdigest()[:8]
             parts.append(f"{Path(self.checkpoint).stem}-{where}")
@@ -220,7 +220,7 @@ class Profile:
         """The backbone's name in tables: ``organism`` for the pretrained organism, else the model and
         its tag (``ViT-B-32/openai``) or its checkpoint's file name."""
         if self.backbone is None:
-            return "organism"
+            return f"checkpoint ({Path(self.checkpoint).name})" if self.checkpoint else "organism"
         if self.checkpoint and not self.dry_run:
             return f"{self.backbone} ({Path(self.checkpoint).name})"
         return f"{self.backbone}/{self.pretrained}" if self.pretrained else self.backbone

@@ -52,6 +52,8 @@ def test_each_backbone_has_its_own_results_folder_and_the_profiles_own_keeps_the
     # a dry run's checkpoint is the runner's random weights of the model: it does not name the backbone
     dry = get_profile("gpu-dryrun", checkpoint="/tmp/x/ViT-B-32-random.pt")
     assert dry.backbone_key() == "" and get_profile("cpu").backbone_key() == ""
+    # a checkpoint on the organism's profile is not the organism
+    assert get_profile("cpu", checkpoint="/a/model.pt").backbone_key().startswith("checkpoint-model-")
     assert line_label(large) == "ViT-L-14/openai" and line_label(get_profile("cpu")) == "organism (cpu)"
 
 
