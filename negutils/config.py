@@ -239,9 +239,13 @@ class Profile:
         ``<profile>/backbones/``), in folder order."""
         runs = [self]
         for record in sorted((self.artifacts_dir() / BACKBONES_DIR).glob(f"*/{BACKBONE_RECORD}")):
-            fields = json.loads(record.read_text())
-            runs.append(dataclasses.replace(self, backbone=fields["backbone"], pretrained=fields["pretrained"],
-                                            checkpoint=fields["checkpoint"]))
+            try:
+                fields = json.loads(record.read_text())
+                spec = {name: fields[name] for name in ("backbone", "pretrained", "checkpoint")}
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise ValueError(f"{record} is not a backbone record ({err!r}): rerun that backbone's chapters, "
+                                 f"or delete {record.parent} to drop its results") from None
+            runs.append(dataclasses.replace(self, **spec))
         return runs
 
 

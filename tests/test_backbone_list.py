@@ -132,3 +132,12 @@ def test_a_missing_table_of_another_backbone_names_the_command_that_writes_it(ar
     large = get_profile("gpu").with_backbone(BackboneSpec.parse("ViT-L-14:openai"))
     with pytest.raises(FileNotFoundError, match=r"--profile gpu -p backbone=ViT-L-14 -p pretrained=openai --only"):
         read_results(large, "04_results")
+
+
+def test_a_damaged_backbone_record_is_refused_naming_the_file(artifacts):
+    gpu = get_profile("gpu")
+    large = gpu.with_backbone(BackboneSpec.parse("ViT-L-14:openai"))
+    large.record_backbone()
+    (large.run_dir() / "backbone.json").write_text('{"backbone": "ViT-L-14"')
+    with pytest.raises(ValueError, match=r"backbones/ViT-L-14-openai/backbone.json is not a backbone record"):
+        gpu.backbone_runs()
