@@ -33,5 +33,6 @@ def test_the_findings_name_the_largest_part_the_ecn_alone_and_the_strongest_corr
     lines = collapse_findings(decomposition, retrieval, correlates, "PeakPatch (joint)")
     assert "image 70.0%" in lines[0] and "the image part is the largest" in lines[0]
     assert "R@5 58.0" in lines[1] and "62.0 and 43.0 for vanilla" in lines[1]
-    assert lines[2] == "So the loss of affirmative retrieval comes from its Delta s."
+    assert lines[2] == ("Of the 35.0 points of R@5 PeakPatch (joint) loses against vanilla, dropping its Delta s wins "
+                        "back 31.0; its ECN's corrected text accounts for the other 4.0.")
     assert "mean frozen score over the queries (Spearman rho -0.60 over 100 images)" in lines[3]

@@ -107,8 +107,8 @@ def offset_correlates(scorer: PeakPatchScorer, reference, queries: pd.DataFrame,
 def collapse_findings(decomposition: pd.DataFrame, retrieval: pd.DataFrame, correlates: pd.DataFrame,
                       model: str) -> list[str]:
     """What the three measurements say about ``model``'s retrieval, as sentences with their numbers: which
-    part of Delta s dominates, whether removing Delta s restores retrieval, and the image part's strongest
-    correlate."""
+    part of Delta s dominates, how much of the R@5 lost against the frozen model (``retrieval``'s first row,
+    when it has three) dropping Delta s wins back, and the image part's strongest correlate."""
     row = decomposition.set_index("method").loc[model]
     largest = max(PARTS, key=lambda p: row[f"{p} share"])
     lines = [f"{model}'s Delta s on the gallery: " + ", ".join(f"{p} {100 * row[f'{p} share']:.1f}%" for p in PARTS)
@@ -119,8 +119,14 @@ def collapse_findings(decomposition: pd.DataFrame, retrieval: pd.DataFrame, corr
                  f"{alone['R-Neg@5']:.1f}, against {by.loc[model, 'R@5']:.1f} and {by.loc[model, 'R-Neg@5']:.1f} "
                  f"with it" + (f" and {by.iloc[0]['R@5']:.1f} and {by.iloc[0]['R-Neg@5']:.1f} for "
                                f"{by.index[0]}." if len(by) > 2 else "."))
-    cause = "its Delta s" if alone["R@5"] > by.loc[model, "R@5"] else "its ECN's corrected text"
-    lines.append(f"So the loss of affirmative retrieval comes from {cause}.")
+    if len(by) > 2:         # against the frozen model: how the lost R@5 divides between the two modules
+        lost, by_delta = by.iloc[0]["R@5"] - by.loc[model, "R@5"], alone["R@5"] - by.loc[model, "R@5"]
+        lines.append(f"Of the {lost:.1f} points of R@5 {model} loses against {by.index[0]}, dropping its Delta s "
+                     f"wins back {by_delta:.1f}; its ECN's corrected text accounts for the other "
+                     f"{lost - by_delta:.1f}.")
+    else:
+        raised = alone["R@5"] > by.loc[model, "R@5"]
+        lines.append(f"Dropping its Delta s {'raises' if raised else 'does not raise'} R@5.")
     ranked = correlates.dropna().reindex(correlates["Spearman rho with the offset"].abs().dropna()
                                          .sort_values(ascending=False).index)
     if len(ranked):
