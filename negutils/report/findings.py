@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.results import read_results_file
+from ..methods.peakpatch.retrieval_collapse import ECN_ALONE
 from ..methods.registry import method_label
 from .unified import leader_summary
 from .verdicts import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS, read_verdicts
@@ -238,9 +239,10 @@ def _retrieval_collapse(read: Reader) -> list[Finding]:
     lines = []
     parts = read("03_retrieval_without_delta").set_index("scorer")
     decomposition = read("03_delta_decomposition")
-    joint = decomposition[decomposition["method"] == method_label("peakpatch_joint")]
-    if len(joint) and "its ECN alone (no Delta s)" in parts.index:
-        alone, model = parts.loc["its ECN alone (no Delta s)"], joint["method"].iloc[0]
+    model = method_label("peakpatch_joint")
+    joint = decomposition[decomposition["method"] == model]
+    if len(joint) and ECN_ALONE in parts.index:
+        alone = parts.loc[ECN_ALONE]
         lines.append(Finding(f"{_plain(model)} retrieves at R@5 {parts.loc[model, 'R@5']:.1f} with its Delta s and "
                              f"{alone['R@5']:.1f} with its ECN alone; the image part is "
                              f"{100 * joint['image share'].iloc[0]:.1f}% of Delta s's variance on the gallery.",
@@ -296,13 +298,20 @@ def _performance(read: Reader, profile: str) -> list[Finding]:
     return lines
 
 
+def _lines_then_verdicts(chapter: str, *parts: Callable[[Reader], list[Finding]]) -> Callable[[Reader, str], list]:
+    """A verdict chapter's box that opens with its own lines (``parts``), then as many claims as room is left."""
+    def box(read: Reader, profile: str) -> list[Finding]:
+        lines = [finding for part in parts for finding in part(read)]
+        return lines + _verdicts(read, chapter, other_lines=len(lines))
+    return box
+
+
 # chapter -> (its results, the profile's name) -> the box's sentences
 CHAPTER_FINDINGS: dict[str, Callable[[Reader, str], list[Finding]]] = {
     "00": lambda read, profile: _world(read), "01": lambda read, profile: _data(read),
     **{c: (lambda read, profile, c=c: _verdicts(read, c)) for c in VERDICT_CHAPTERS},
-    "02": lambda read, profile: _formation(read) + _verdicts(read, "02", other_lines=len(_formation(read))),
-    "03": lambda read, profile: _training_data(read) + _retrieval_collapse(read) + _verdicts(read, "03",
-                                                                                         other_lines=2),
+    "02": _lines_then_verdicts("02", _formation),
+    "03": _lines_then_verdicts("03", _training_data, _retrieval_collapse),
     "06": lambda read, profile: _tables(read), "90": _performance,
 }
 

@@ -18,6 +18,7 @@ from ...benchmarks.evaluate import evaluate_retrieval
 from .scorer import PeakPatchScorer
 
 PARTS = ("image", "query", "interaction")
+ECN_ALONE = "its ECN alone (no Delta s)"      # the row of ``retrieval_with_and_without_delta`` without Delta s
 
 
 @torch.no_grad()
@@ -64,7 +65,7 @@ def retrieval_with_and_without_delta(scorer: PeakPatchScorer, bench, split, refe
     """R@5 on affirmative and negated retrieval (NegBench's source-only protocol) for the model, for the
     model without its Delta s, and for ``reference`` (the frozen model) when given: whether the SCN term or
     the ECN's corrected text is what loses the ranking."""
-    scorers = {scorer.name: scorer, "its ECN alone (no Delta s)": without_delta(scorer)}
+    scorers = {scorer.name: scorer, ECN_ALONE: without_delta(scorer)}
     if reference is not None:
         scorers = {reference.name: reference, **scorers}
     rows = []
@@ -114,7 +115,7 @@ def collapse_findings(decomposition: pd.DataFrame, retrieval: pd.DataFrame, corr
     lines = [f"{model}'s Delta s on the gallery: " + ", ".join(f"{p} {100 * row[f'{p} share']:.1f}%" for p in PARTS)
              + f" of its variance (mean |Delta s| {row['mean |delta s|']:.3f}); the {largest} part is the largest."]
     by = retrieval.set_index("scorer")
-    alone = by.loc["its ECN alone (no Delta s)"]
+    alone = by.loc[ECN_ALONE]
     lines.append(f"Without its Delta s the same model retrieves at R@5 {alone['R@5']:.1f} and R-Neg@5 "
                  f"{alone['R-Neg@5']:.1f}, against {by.loc[model, 'R@5']:.1f} and {by.loc[model, 'R-Neg@5']:.1f} "
                  f"with it" + (f" and {by.iloc[0]['R@5']:.1f} and {by.iloc[0]['R-Neg@5']:.1f} for "
