@@ -106,6 +106,8 @@ class PeakPatchSettings:
     sweep_l_a: tuple[int, ...] = (2, 4, 6)
     sweep_epochs: int = 10
     sweep_images: int | None = None    # negtrain images the layer sweep trains on (None: all)
+    # NegMCQ questions the runs are compared on (methods.decision): 10,000 keep a standard error <= 0.5 point
+    decision_questions: int = 10_000
     negfull_alphas: tuple[float, ...] = (0.0, 0.5, 0.9, 0.99, 1.0)
     # protocols whose NegFull alpha is swept; the others reuse the first one's choice
     negfull_alpha_protocols: tuple[str, ...] = ("negbench", "hard-negatives", "mixed")
@@ -265,7 +267,8 @@ PROFILES: dict[str, Profile] = {
         peakpatch=PeakPatchSettings(epochs=2, batch_size=16, lr_ecn=1e-4, lr_scn=1e-3, sweep_l_p=(4, 12),
                                     sweep_l_a=(2,), sweep_epochs=1, scn_logit_scales=(100.0, 10.0),
                                     delta_penalties=(1.0,), negfull_alphas=(0.5, 1.0), negfull_images=32,
-                                    negfull_lr=1e-5, negfull_batch_size=16, negfull_alpha_protocols=("negbench",)),
+                                    negfull_lr=1e-5, negfull_batch_size=16, negfull_alpha_protocols=("negbench",),
+                                    decision_questions=200),
         negation_rate=NegationRateSettings(pilot_rates=(0.0, 0.05), pilot_samples=4 * 128, sweep_rates=(0.0, 0.05),
                                            mcq_questions=100, diagnostic_pairs=40, bootstrap=20,
                                            calibration_samples=6, peakpatch_images=64),

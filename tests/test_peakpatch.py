@@ -209,24 +209,26 @@ def test_runs_trained_side_by_side_in_workers_equal_runs_trained_here(trained_se
     assert torch.get_num_threads() == threads            # training's single thread is given back
 
 
-def test_design_table_keeps_the_reference_unless_a_candidate_leads_by_a_standard_error():
+def test_design_table_keeps_the_reference_unless_a_candidate_leads_by_two_standard_errors():
     from negutils.methods import chosen_design
-    from negutils.methods.peakpatch.train import design_table
+    from negutils.methods.peakpatch.train import design_table, runner_up_design
 
     runs = {"reference": PeakPatchConfig(), "scale 10": PeakPatchConfig(scn_logit_scale=10.0),
             "default init": PeakPatchConfig(identity_init=False)}
 
     def table(accuracies, questions=100):
-        history = pd.DataFrame({"run": list(runs) * 2, "held-out MCQ accuracy": [0.0] * 3 + accuracies})
-        return design_table(runs, history, questions)
-    # standard error of 0.5 over 100 questions: 0.05
-    within = table([0.50, 0.54, 0.53])
+        return design_table(runs, dict(zip(runs, accuracies)), questions)
+    # standard error of 0.5 over 100 questions: 0.05; two of a difference near 0.5: about 0.14
+    within = table([0.50, 0.62, 0.53])
     assert within["chosen"].tolist() == [True, False, False]
     assert within["standard error"].iloc[0] == pytest.approx(0.05)
-    beyond = table([0.50, 0.55, 0.56])
+    assert runner_up_design(within) == ("scale 10", {"identity_init": True, "scn_logit_scale": 10.0,
+                                                     "delta_penalty": 1.0})
+    beyond = table([0.50, 0.55, 0.66])
     assert beyond["chosen"].tolist() == [False, False, True]
     assert chosen_design(beyond) == {"identity_init": False, "scn_logit_scale": 100.0, "delta_penalty": 1.0}
-    assert table([0.50, 0.55, 0.52], questions=400)["chosen"].tolist() == [False, True, False]
+    assert runner_up_design(beyond)[0] == "scale 10"
+    assert table([0.50, 0.58, 0.52], questions=400)["chosen"].tolist() == [False, True, False]   # 2 SE 0.07
 
 
 def test_choose_design_trains_every_candidate_then_the_default_init_of_the_best(trained_setup, tmp_path):
@@ -240,8 +242,8 @@ def test_choose_design_trains_every_candidate_then_the_default_init_of_the_best(
     assert design["candidate"].tolist()[:4] == grid and len(design) == 5 and design["chosen"].sum() == 1
     first_round = design.iloc[:4].reset_index(drop=True)
     best = first_round.loc[first_round["held-out MCQ accuracy"].idxmax()]
-    leads = best["held-out MCQ accuracy"] - first_round["held-out MCQ accuracy"][0] >= first_round[
-        "standard error"][0]
+    leads = best["held-out MCQ accuracy"] - first_round["held-out MCQ accuracy"][0] > 2 * np.hypot(
+        best["standard error"], first_round["standard error"][0])
     best = best if leads else first_round.iloc[0]
     last = design.iloc[4]
     assert last["candidate"] == f"{best['candidate']}, default init" and not last["identity_init"]
@@ -253,8 +255,45 @@ def test_choose_design_trains_every_candidate_then_the_default_init_of_the_best(
                                            scn_logit_scale=row.scn_logit_scale, delta_penalty=row.delta_penalty)
             for row in design.itertuples()}
     _, history = train_variants(features, data, runs, tmp_path, progress=False)
-    again = design_table(runs, history, len(data.held_out_mcq()))
+    best_epochs = history.groupby("run", sort=False)["held-out MCQ accuracy"].max().to_dict()
+    again = design_table(runs, best_epochs, len(data.held_out_mcq()))
     pd.testing.assert_frame_equal(again, design)
+
+
+def test_a_judge_compares_runs_by_its_own_questions(trained_setup, tmp_path):
+    """With a judge, the design table and the layer sweep hold the judge's accuracy of each run's kept
+    model over the judge's questions; the decision set's credit is the plain 4-way accuracy."""
+    from negutils.methods import choose_design, layer_sweep
+    from negutils.methods.decision import DecisionSet, peakpatch_credit, questions_only
+    from negutils.methods.peakpatch.train import ensure_peakpatch, held_out_accuracy
+
+    _, _, data, features = trained_setup
+    decision = DecisionSet(questions_only(data), "held-out images")
+    assert decision.questions == len(data.held_out_mcq()) and not len(decision.data.train_images)
+    assert set(decision.data.held_out_mcq()[[f"option_{k}" for k in range(4)]].to_numpy().ravel()) == set(
+        range(len(decision.data.captions)))
+    base = PeakPatchConfig(epochs=1, batch_size=16, lr_ecn=1e-3, lr_scn=1e-3)
+    seen = []
+
+    class Judge:
+        questions = 12_345
+
+        def __call__(self, model, layers):
+            seen.append(layers)
+            return 0.25 + 0.01 * len(seen)
+
+    design = choose_design(features, data, base, (100.0,), (1.0, 10.0), tmp_path, progress=False, judge=Judge(),
+                           layers=(6, 3))
+    assert (design["questions"] == 12_345).all() and set(seen) == {(6, 3)}
+    assert design["held-out MCQ accuracy"].tolist() == pytest.approx([0.28, 0.29, 0.30])  # judged again
+    sweep = layer_sweep({(6, 3): features.folder}, data, base, tmp_path, progress=False, judge=Judge())
+    assert sweep["questions"].tolist() == [12_345] and seen[-1] == (6, 3)
+    model, _ = ensure_peakpatch(features, data, base, tmp_path, progress=False)
+    # on the held-out questions themselves, the decision credit is the held-out accuracy
+    whole = DecisionSet(data, "the same questions")
+    assert peakpatch_credit(model, features, whole).mean() == pytest.approx(held_out_accuracy(model, features, data))
+    with pytest.raises(ValueError, match="feature cache holds"):
+        peakpatch_credit(model, features, decision)
 
 
 def test_scorer_rows_agree_with_full_scores(trained_setup):
@@ -270,6 +309,33 @@ def test_scorer_rows_agree_with_full_scores(trained_setup):
     full = scorer.score(images, [c for caps in captions for c in caps])
     assert torch.allclose(rows, torch.stack([full[0, :2], full[1, 2:]]), atol=1e-5)
     assert list(near_tie_subset(np.array([[0.5, 0.49, 0.1], [0.9, 0.1, 0.0], [0.3, 0.3, 0.2]]), share=0.34)) == [2]
+
+
+def test_negfull_alphas_are_compared_by_the_judge_and_the_protocols_that_reuse_one_keep_their_held_out(
+        trained_setup, tmp_path):
+    from negutils.config import PeakPatchSettings
+    from negutils.methods import fit_protocols
+
+    backbone, _, data, _ = trained_setup
+    settings = PeakPatchSettings(protocols=("negbench", "mixed"), negfull_alphas=(0.5, 1.0), negfull_images=16,
+                                 negfull_batch_size=8, negfull_alpha_protocols=("negbench",))
+
+    class Judge:
+        questions = 777
+        calls = []
+
+        def __call__(self, model):
+            self.calls.append(model)
+            return (0.2, 0.6)[len(self.calls) - 1]
+
+    models, table = fit_protocols(backbone, "tiny", data, settings, tmp_path, progress=False, judge=Judge())
+    judged = table[table["protocol"] == "negbench"].set_index("alpha")
+    assert len(Judge.calls) == 2 and (judged["questions"] == 777).all()     # only the swept protocol is judged
+    assert judged["held-out MCQ accuracy"].to_dict() == {0.5: 0.2, 1.0: 0.6}
+    assert judged["chosen"].to_dict() == {0.5: False, 1.0: True}
+    reused = table[table["protocol"] == "mixed"].iloc[0]         # the judge's alpha, its held-out accuracy kept
+    assert reused["alpha"] == 1.0 and reused["questions"] == len(data.held_out_mcq()) and reused["chosen"]
+    assert set(models) == {("negbench", 0.5), ("negbench", 1.0), ("mixed", 1.0)}
 
 
 def test_negfull_short_run_and_bad_alpha(trained_setup):
@@ -521,3 +587,37 @@ def test_without_delta_scores_the_ecn_alone_and_the_difference_is_the_scns_delta
                           scorer.model.scn.pairwise(corrected, peak, images), atol=1e-6)
     rows = alone.score_rows(images[:2], [captions[:2], captions[1:]])
     assert torch.allclose(rows[0], (images[0] * corrected[:2]).sum(-1), atol=1e-6)
+
+
+def test_the_world_decision_set_is_fresh_images_all_held_out_with_enough_questions(tiny_world_config, tmp_path,
+                                                                                  monkeypatch, trained_setup):
+    """On the embedded world a held-out tenth too small for the wanted questions is replaced by fresh
+    negtrain-like images (none of the world's), every one held out, their NegMCQ only; a real dataset
+    keeps its held-out questions and says how few."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from negutils.config import get_profile
+    from negutils.methods.decision import decision_set
+    from negutils.world.coco import load_split
+    from negutils.world.generate import ensure_world
+
+    backbone, _, data, _ = trained_setup
+    monkeypatch.setenv("NEGBOOK_ARTIFACTS", str(tmp_path))
+    prof = dataclasses.replace(get_profile("smoke"), world=tiny_world_config)
+    world = load_split(ensure_world(tiny_world_config, prof.artifacts_dir(), progress=False) / "negtrain")
+    session = SimpleNamespace(profile=prof, backbone=backbone, features_key="tiny:seed0")
+    decision = decision_set(session, data, tmp_path / "features", minimum=60, progress=False)
+    assert len(data.held_out_mcq()) < 60                    # the fixture's held-out fifth is too small
+    assert decision.questions >= 54 and "fresh" in decision.source   # about one question per image
+    assert not len(decision.data.train_images)              # every image with a question is held out
+    assert set(decision.data.held_out_mcq()["image_index"]) == set(decision.data.held_images.tolist())
+    assert not set(decision.data.split.file_names) & set(world.file_names)
+    assert len(decision.data.negcap) == 0 and len(decision.data.captions) <= 4 * decision.questions
+    assert decision.standard_error() == pytest.approx((0.25 / decision.questions) ** 0.5)
+    enough = decision_set(session, data, tmp_path / "features", minimum=len(data.held_out_mcq()), progress=False)
+    assert enough.source == "the negtrain split's held-out images"
+    real = SimpleNamespace(profile=dataclasses.replace(prof, dataset="coco"), backbone=backbone, features_key="x")
+    assert "fewer than the 10000 wanted" in decision_set(real, data, tmp_path, minimum=10_000).source
+    with pytest.raises(ValueError, match="minimum must be a positive"):
+        decision_set(session, data, tmp_path, minimum=0)

@@ -161,3 +161,25 @@ def test_objects_mostly_wear_their_category_colour(tmp_path):
     names = {c["id"]: c["name"] for c in data["categories"]}
     typical = np.mean([a["colour"] == typical_colour(names[a["category_id"]]) for a in data["annotations"]])
     assert 0.65 < typical < 0.8  # 0.7 plus the 1-in-10 random draws that land on it anyway: 0.73
+
+
+def test_an_extra_split_extends_its_own_stream_and_draws_new_images_from_another(tiny_world, tiny_world_config,
+                                                                                   tmp_path):
+    """The split's own stream grows it (its first images are the world's, byte for byte); another stream
+    draws images the world does not hold, under other file names; neither changes the world's key."""
+    from negutils.world.coco import load_split
+    from negutils.world.generate import ensure_extra_split
+
+    world = np.load(tiny_world / "negtrain" / "pixels.npy")
+    grown = ensure_extra_split(tiny_world_config, "negtrain", "negtrain", 40, tmp_path)
+    assert np.array_equal(np.load(grown / "pixels.npy")[:len(world)], world)
+    assert load_split(grown).file_names[:len(world)] == load_split(tiny_world / "negtrain").file_names
+    fresh = ensure_extra_split(tiny_world_config, "negtrain", "negtrain-decision", 16, tmp_path)
+    pixels = np.load(fresh / "pixels.npy")
+    assert len(pixels) == 16 and not any(np.array_equal(p, w) for p in pixels for w in world)
+    assert not set(load_split(fresh).file_names) & set(load_split(tiny_world / "negtrain").file_names)
+    assert ensure_extra_split(tiny_world_config, "negtrain", "negtrain-decision", 16, tmp_path) == fresh  # reused
+    with pytest.raises(ValueError, match="the world's val split"):
+        ensure_extra_split(tiny_world_config, "negtrain", "val", 16, tmp_path)
+    with pytest.raises(ValueError, match="n_images must be positive"):
+        ensure_extra_split(tiny_world_config, "negtrain", "x", 0, tmp_path)

@@ -29,6 +29,7 @@ from ..core.metrics import (
     average_precision,
     best_ranks_of_sets,
     choice_credit,
+    MCQ_TEMPLATES,
     mcq_metrics,
     mean_average_precision,
     pairwise_accuracy,
@@ -165,10 +166,14 @@ def mcq_option_scores(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit) -> np
 
 def evaluate_mcq(scorer: Scorer, mcq: pd.DataFrame, split: CocoSplit, items: dict | None = None) -> dict:
     """NegBench MCQ metrics; ``items`` (a dict), when given, receives the per-question 0/1 outcome
-    under ``accuracy`` (what chapter 06 bootstraps)."""
+    under ``accuracy`` (what chapter 06 bootstraps) and those of each correct template's questions
+    under ``<template>_accuracy``."""
     scores = mcq_option_scores(scorer, mcq, split)
     if items is not None:
-        items["accuracy"] = choice_credit(scores, mcq["correct_answer"].to_numpy())      # a tie earns 1/k
+        credit = choice_credit(scores, mcq["correct_answer"].to_numpy())      # a tie earns 1/k
+        items["accuracy"] = credit
+        templates = mcq["correct_answer_template"].to_numpy()
+        items.update({f"{t}_accuracy": credit[templates == t] for t in MCQ_TEMPLATES if (templates == t).any()})
     types = mcq[[f"caption_{k}_type" for k in range(4)]].values if "caption_0_type" in mcq else None
     return mcq_metrics(scores, mcq["correct_answer"].to_numpy(), mcq["correct_answer_template"].to_numpy(), types)
 

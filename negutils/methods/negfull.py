@@ -201,29 +201,33 @@ def choose_alpha(selection: pd.DataFrame) -> pd.DataFrame:
 
 
 def fit_protocols(backbone: Backbone, base_key: str, data: NegationData, settings, artifacts_dir,
-                  progress: bool = True) -> tuple[dict, pd.DataFrame]:
+                  progress: bool = True, judge=None) -> tuple[dict, pd.DataFrame]:
     """NegFull for every protocol of ``settings.protocols``: under those in
     ``settings.negfull_alpha_protocols`` every alpha of ``settings.negfull_alphas``, the alpha
-    chosen on held-out NegMCQ; the other protocols reuse the first sweeping protocol's choice.
-    Returns the models by (protocol, alpha) and one row per run (protocol, alpha, method,
-    held-out MCQ accuracy, chosen)."""
+    chosen on held-out NegMCQ (``judge(model)``'s questions, the decision set of ``methods.decision``,
+    or without one the negtrain split's held-out images); the other protocols reuse the first
+    sweeping protocol's choice, so nothing compares them and their rows keep the negtrain split's
+    held-out accuracy (``questions`` says which). Returns the models by (protocol, alpha) and one
+    row per run (protocol, alpha, method, held-out MCQ accuracy, questions, chosen)."""
     def config(protocol, alpha):
         return NegFullConfig(alpha=alpha, protocol=protocol, images=settings.negfull_images, lr=settings.negfull_lr,
                              batch_size=settings.negfull_batch_size)
 
     models, rows = {}, []
 
-    def fit(protocol, alpha):
+    def fit(protocol, alpha, compared: bool = False):
         models[(protocol, alpha)], accuracy = ensure_negfull(backbone, base_key, data, config(protocol, alpha),
                                                              artifacts_dir, progress)
+        judged = compared and judge is not None
         rows.append({"protocol": protocol, "alpha": alpha,
                      "method": with_protocol(f"NegFull alpha={alpha:g}", protocol),
-                     "held-out MCQ accuracy": accuracy})
+                     "held-out MCQ accuracy": judge(models[(protocol, alpha)]) if judged else accuracy,
+                     "questions": judge.questions if judged else len(data.held_out_mcq())})
 
     sweeping = [p for p in settings.protocols if p in settings.negfull_alpha_protocols]
     for protocol in sweeping:
         for alpha in settings.negfull_alphas:
-            fit(protocol, alpha)
+            fit(protocol, alpha, compared=True)
     swept = choose_alpha(pd.DataFrame(rows))
     alpha = float(swept[(swept["protocol"] == sweeping[0]) & swept["chosen"]]["alpha"].iloc[0])
     for protocol in settings.protocols:

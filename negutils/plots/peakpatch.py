@@ -106,3 +106,27 @@ def plot_mcq_methods(table: pd.DataFrame, split: str = "COCO/val"):
         label.set_horizontalalignment("right")
     fig.tight_layout()
     return fig
+
+
+def plot_learning_curve(curve: pd.DataFrame, benchmarks=("MCQ", "Neg", "R-Neg@5", "R@5", "rho", "VALSE")):
+    """Each PeakPatch variant's value (with its 95% interval) against its negtrain images, one panel per
+    benchmark; the frozen model (``negtrain images`` 0) as a dashed line with its band."""
+    fig, axes = plt.subplots(1, len(benchmarks), figsize=(3.0 * len(benchmarks), 3.2))
+    trained = curve[curve["negtrain images"] > 0]
+    frozen = curve[curve["negtrain images"] == 0].set_index("benchmark")
+    for ax, name in zip(axes, benchmarks):
+        for variant, block in trained[trained["benchmark"] == name].groupby("variant", sort=False):
+            block = block.sort_values("negtrain images")
+            ax.errorbar(block["negtrain images"], block["value"],
+                        yerr=[block["value"] - block["low"], block["high"] - block["value"]],
+                        marker="o", ms=3, capsize=2, label=variant)
+        if name in frozen.index:
+            ax.axhline(frozen.loc[name, "value"], color="grey", ls="--", lw=1, label="frozen")
+            ax.axhspan(frozen.loc[name, "low"], frozen.loc[name, "high"], color="grey", alpha=0.15)
+        ax.set_xscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("negtrain images")
+        ax.set_ylabel("rho" if name == "rho" else "%")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.results import read_results_file
-from ..methods.peakpatch.retrieval_collapse import ECN_ALONE
+from ..methods.peakpatch.retrieval_collapse import CENTRED, ECN_ALONE
 from ..methods.registry import method_label
 from .unified import leader_summary
 from .verdicts import NOT_MEASURED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS, read_verdicts
@@ -243,10 +243,12 @@ def _retrieval_collapse(read: Reader) -> list[Finding]:
     joint = decomposition[decomposition["method"] == model]
     if len(joint) and ECN_ALONE in parts.index:
         alone = parts.loc[ECN_ALONE]
+        centred = (f" ({parts.loc[CENTRED, 'R@5']:.1f} with Delta s centred per image)"
+                   if CENTRED in parts.index else "")
         lines.append(Finding(f"{_plain(model)} retrieves at R@5 {parts.loc[model, 'R@5']:.1f} with its Delta s and "
                              f"{alone['R@5']:.1f} with its ECN alone; the image part is "
-                             f"{100 * joint['image share'].iloc[0]:.1f}% of Delta s's variance on the gallery.",
-                             "ch03-retrieval-collapse"))
+                             f"{100 * joint['image share'].iloc[0]:.1f}% of Delta s's variance on the gallery"
+                             f"{centred}.", "ch03-retrieval-collapse"))
     return lines
 
 

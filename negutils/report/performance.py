@@ -21,9 +21,13 @@ BENCH_SCRIPTS = {"tap_overhead": "bench/tap_overhead.py", "feature_cache": "benc
                  "pretrain_step": "bench/pretrain_step.py"}
 
 
-def read_bench(name: str, folder: Path = BENCH_RESULTS) -> pd.DataFrame:
+def read_bench(name: str, folder: Path = BENCH_RESULTS, missing_ok: bool = False) -> pd.DataFrame | None:
+    """``bench/results/<name>.csv``; a missing one is an error naming the script that writes it, or with
+    ``missing_ok`` None (an opt-in run a chapter shows when it has been committed)."""
     path = Path(folder) / f"{name}.csv"
     if not path.exists():
+        if missing_ok:
+            return None
         script = BENCH_SCRIPTS.get(name, f"bench/{name}.py")
         raise FileNotFoundError(f"{path} does not exist: run `.venv/bin/python {script}` (or `make bench`)")
     return pd.read_csv(path)

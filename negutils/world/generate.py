@@ -213,9 +213,13 @@ def _category_list() -> list[dict]:
     return [{"id": i + 1, "name": name, "supercategory": "glyph"} for i, name in enumerate(CATEGORY_NAMES)]
 
 
-def generate_split(config: WorldConfig, split: str, out_dir: Path, progress: bool = True) -> None:
+def generate_split(config: WorldConfig, split: str, out_dir: Path, progress: bool = True,
+                   stream: str | None = None) -> None:
+    """Render ``split`` under ``out_dir``, drawing from the random stream named ``stream`` (the split's
+    own by default). Images are drawn one after another, so the first n images of a larger split are
+    the n of a smaller one."""
     spec = config.split_spec(split)
-    rng = split_rng(config.seed, split)
+    rng = split_rng(config.seed, stream or split)
     image_dir = out_dir / "images"
     image_dir.mkdir(parents=True)
     cat_ids = {c["name"]: c["id"] for c in _category_list()}
@@ -226,7 +230,7 @@ def generate_split(config: WorldConfig, split: str, out_dir: Path, progress: boo
         objects = sample_objects(rng, spec.object_count_weights, config.cooccurrence)
         background = spec.backgrounds[int(rng.integers(len(spec.backgrounds)))]
         pixels[i], placed = render_image(rng, objects, background, config.image_size, config.colour_prior)
-        file_name = f"images/{split}_{image_id:06d}.png"
+        file_name = f"images/{stream or split}_{image_id:06d}.png"   # another stream's images, other names
         Image.fromarray(pixels[i]).save(out_dir / file_name, compress_level=1)
         images.append({"id": image_id, "file_name": file_name, "width": config.image_size,
                        "height": config.image_size, "background": background})
@@ -264,6 +268,25 @@ def build_world(config: WorldConfig, root: str | Path, progress: bool = True, wo
                                                "categories": list(CATEGORY_NAMES),
                                                "cooccurring_pairs": [list(p) for p in COOCCURRING_PAIRS]})
     return build_directory_atomically(root, build)
+
+
+def ensure_extra_split(config: WorldConfig, split: str, stream: str, n_images: int, artifacts_dir: str | Path,
+                       progress: bool = True) -> Path:
+    """``n_images`` images like ``split``'s from the random stream ``stream``, under
+    ``artifacts_dir/world-<key>-<stream>-<n_images>/<split>``, built once. ``stream == split`` extends the
+    split (its first images are the world's own); any other name draws images the world never holds. The
+    world's key does not change, so nothing trained on the world trains again: how chapter 03 gets a
+    selection set larger than negtrain's held-out tenth (``methods.decision_set``), and how
+    ``bench/peakpatch_learning_curve.py`` grows negtrain."""
+    if n_images < 1:
+        raise ValueError(f"ensure_extra_split: n_images must be positive, got {n_images}")
+    if stream in SPLITS and stream != split:
+        raise ValueError(f"ensure_extra_split: stream {stream!r} is the world's {stream} split; name a new one")
+    root = Path(artifacts_dir) / f"world-{config.key()}-{stream}-{n_images}"
+    if not (root / split / "captions.json").exists():
+        sized = dataclasses.replace(config, **{split: n_images})
+        build_directory_atomically(root, lambda tmp: generate_split(sized, split, tmp / split, progress, stream))
+    return root / split
 
 
 def ensure_world(config: WorldConfig, artifacts_dir: str | Path, progress: bool = True) -> Path:

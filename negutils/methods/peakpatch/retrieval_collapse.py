@@ -14,11 +14,12 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
-from ...benchmarks.evaluate import evaluate_retrieval
+from ...benchmarks.evaluate import evaluate_mcq, evaluate_retrieval, retrieval_scores
 from .scorer import PeakPatchScorer
 
 PARTS = ("image", "query", "interaction")
 ECN_ALONE = "its ECN alone (no Delta s)"      # the row of ``retrieval_with_and_without_delta`` without Delta s
+CENTRED = "Delta s centred per image (an extension, not the paper's)"
 
 
 @torch.no_grad()
@@ -63,16 +64,47 @@ def without_delta(scorer: PeakPatchScorer) -> PeakPatchScorer:
 
 def retrieval_with_and_without_delta(scorer: PeakPatchScorer, bench, split, reference=None) -> pd.DataFrame:
     """R@5 on affirmative and negated retrieval (NegBench's source-only protocol) for the model, for the
-    model without its Delta s, and for ``reference`` (the frozen model) when given: whether the SCN term or
-    the ECN's corrected text is what loses the ranking."""
-    scorers = {scorer.name: scorer, ECN_ALONE: without_delta(scorer)}
-    if reference is not None:
-        scorers = {reference.name: reference, **scorers}
+    model without its Delta s, for the model with its Delta s centred per image (``CENTRED``), and for
+    ``reference`` (the frozen model) when given: whether the SCN term or the ECN's corrected text is what
+    loses the ranking, and how much of the SCN's share the image part alone explains."""
+    alone = without_delta(scorer)
+    rows = [] if reference is None else [{"scorer": reference.name, **_recalls(reference, bench, split)}]
+    scores = {name: {q: retrieval_scores(s, getattr(bench, q), split) for q in RETRIEVAL_SETS}
+              for name, s in ((scorer.name, scorer), (ECN_ALONE, alone))}
+    centred = {q: centre_delta_per_image(scores[scorer.name][q], scores[ECN_ALONE][q]) for q in RETRIEVAL_SETS}
+    for name, matrices in (*scores.items(), (CENTRED, centred)):
+        rows.append({"scorer": name, **_recalls(scorer, bench, split, matrices)})
+    return pd.DataFrame(rows)
+
+
+RETRIEVAL_SETS = ("retrieval_affirmative", "retrieval_negated")
+
+
+def _recalls(scorer, bench, split, scores: dict | None = None) -> dict:
+    scores = scores or {}
+    affirmative = evaluate_retrieval(scorer, bench.retrieval_affirmative, split,
+                                     scores=scores.get("retrieval_affirmative"))
+    negated = evaluate_retrieval(scorer, bench.retrieval_negated, split, source_only=True,
+                                 scores=scores.get("retrieval_negated"))
+    return {"R@5": 100 * affirmative["R@5"], "R-Neg@5": 100 * negated["R@5"]}
+
+
+def centre_delta_per_image(with_delta: np.ndarray, without: np.ndarray) -> np.ndarray:
+    """[Q, I] scores whose Delta s (``with_delta - without``) has each image's mean over the queries taken
+    out: the image part of ``decompose`` removed, the query part and the interaction kept. Over one image's
+    MCQ options the same centring leaves every decision as it is; on a gallery it needs the query set."""
+    delta = with_delta.astype(np.float64) - without
+    return (with_delta - delta.mean(axis=0, keepdims=True)).astype(np.float32)
+
+
+def design_contrast(scorers: dict[str, PeakPatchScorer], bench, split, n_queries: int = 200) -> pd.DataFrame:
+    """Per joint model (the chosen design's and another's): val MCQ accuracy, R@5, R-Neg@5 and the split of
+    its gallery Delta s (``decompose``): what an open design choice does to each."""
     rows = []
-    for name, s in scorers.items():
-        affirmative = evaluate_retrieval(s, bench.retrieval_affirmative, split)
-        negated = evaluate_retrieval(s, bench.retrieval_negated, split, source_only=True)
-        rows.append({"scorer": name, "R@5": 100 * affirmative["R@5"], "R-Neg@5": 100 * negated["R@5"]})
+    for name, scorer in scorers.items():
+        mcq = evaluate_mcq(scorer, bench.mcq, split)["accuracy"]
+        parts = decompose(gallery_delta(scorer, bench.retrieval_affirmative, split, n_queries))
+        rows.append({"model": name, "MCQ val": 100 * mcq, **_recalls(scorer, bench, split), **parts})
     return pd.DataFrame(rows)
 
 
@@ -116,18 +148,25 @@ def collapse_findings(decomposition: pd.DataFrame, retrieval: pd.DataFrame, corr
              + f" of its variance (mean |Delta s| {row['mean |delta s|']:.3f}); the {largest} part is the largest."]
     by = retrieval.set_index("scorer")
     alone = by.loc[ECN_ALONE]
+    reference = by.index[0] if by.index[0] not in (model, ECN_ALONE, CENTRED) else None
     lines.append(f"Without its Delta s the same model retrieves at R@5 {alone['R@5']:.1f} and R-Neg@5 "
                  f"{alone['R-Neg@5']:.1f}, against {by.loc[model, 'R@5']:.1f} and {by.loc[model, 'R-Neg@5']:.1f} "
-                 f"with it" + (f" and {by.iloc[0]['R@5']:.1f} and {by.iloc[0]['R-Neg@5']:.1f} for "
-                               f"{by.index[0]}." if len(by) > 2 else "."))
-    if len(by) > 2:         # against the frozen model: how the lost R@5 divides between the two modules
-        lost, by_delta = by.iloc[0]["R@5"] - by.loc[model, "R@5"], alone["R@5"] - by.loc[model, "R@5"]
-        lines.append(f"Of the {lost:.1f} points of R@5 {model} loses against {by.index[0]}, dropping its Delta s "
+                 f"with it" + (f" and {by.loc[reference, 'R@5']:.1f} and {by.loc[reference, 'R-Neg@5']:.1f} for "
+                               f"{reference}." if reference else "."))
+    if reference:         # against the frozen model: how the lost R@5 divides between the two modules
+        lost, by_delta = by.loc[reference, "R@5"] - by.loc[model, "R@5"], alone["R@5"] - by.loc[model, "R@5"]
+        lines.append(f"Of the {lost:.1f} points of R@5 {model} loses against {reference}, dropping its Delta s "
                      f"wins back {by_delta:.1f}; its ECN's corrected text accounts for the other "
                      f"{lost - by_delta:.1f}.")
     else:
         raised = alone["R@5"] > by.loc[model, "R@5"]
         lines.append(f"Dropping its Delta s {'raises' if raised else 'does not raise'} R@5.")
+    if CENTRED in by.index:
+        won, whole = by.loc[CENTRED, "R@5"] - by.loc[model, "R@5"], alone["R@5"] - by.loc[model, "R@5"]
+        share = f" ({100 * won / whole:.0f}% of what dropping it wins)" if whole > 0 else ""
+        lines.append(f"Taking out only the image part (Delta s centred per image) gives R@5 "
+                     f"{by.loc[CENTRED, 'R@5']:.1f} and R-Neg@5 {by.loc[CENTRED, 'R-Neg@5']:.1f}: "
+                     f"{won:+.1f} points of R@5{share}.")
     ranked = correlates.dropna().reindex(correlates["Spearman rho with the offset"].abs().dropna()
                                          .sort_values(ascending=False).index)
     if len(ranked):
@@ -135,3 +174,14 @@ def collapse_findings(decomposition: pd.DataFrame, retrieval: pd.DataFrame, corr
         lines.append(f"The image offset's strongest correlate: {top['image property']} "
                      f"(Spearman rho {top['Spearman rho with the offset']:+.2f} over {int(top['images'])} images).")
     return lines
+
+
+def contrast_finding(contrast: pd.DataFrame) -> str:
+    """One sentence on ``design_contrast``: the other design's MCQ and retrieval against the chosen one's
+    (the first row), and which part of its Delta s is largest."""
+    chosen, other = contrast.iloc[0], contrast.iloc[1]
+    largest = max(PARTS, key=lambda p: other[f"{p} share"])
+    return (f"Trained at the full budget, {other['model']} scores MCQ {other['MCQ val']:.1f}, R@5 {other['R@5']:.1f} "
+            f"and R-Neg@5 {other['R-Neg@5']:.1f}, against {chosen['MCQ val']:.1f}, {chosen['R@5']:.1f} and "
+            f"{chosen['R-Neg@5']:.1f} for {chosen['model']}; {100 * other[f'{largest} share']:.0f}% of its Delta s "
+            f"on the gallery is the {largest} part ({100 * chosen[f'{largest} share']:.0f}% for the chosen design).")

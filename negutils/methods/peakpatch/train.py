@@ -262,15 +262,19 @@ def train_variants(features: TextFeatures, data: NegationData, runs: dict[str, P
     return models, pd.concat(histories, ignore_index=True)
 
 
-def layer_sweep(folders: dict, data: NegationData, base: PeakPatchConfig, root, progress: bool = True
-                ) -> pd.DataFrame:
-    """Held-out NegMCQ accuracy of the joint model per (l_p, l_a) (PeakPatch Fig. 4)."""
+def layer_sweep(folders: dict, data: NegationData, base: PeakPatchConfig, root, progress: bool = True,
+                judge=None) -> pd.DataFrame:
+    """NegMCQ accuracy of the joint model per (l_p, l_a) (PeakPatch Fig. 4): ``judge(model, (l_p, l_a))``
+    of each run's kept checkpoint (``methods.decision``), or without one its best held-out epoch;
+    ``questions`` is how many questions the accuracy is over."""
     features = {pair: TextFeatures(folder) for pair, folder in sorted(folders.items())}
     train_missing([(f, base) for f in features.values()], data, root, progress)
     rows = []
     for (l_p, l_a), f in features.items():
-        _, history = ensure_peakpatch(f, data, base, root, progress=False)
-        rows.append({"l_p": l_p, "l_a": l_a, "held-out MCQ accuracy": history["held-out MCQ accuracy"].max()})
+        model, history = ensure_peakpatch(f, data, base, root, progress=False)
+        accuracy = judge(model, (l_p, l_a)) if judge else history["held-out MCQ accuracy"].max()
+        rows.append({"l_p": l_p, "l_a": l_a, "held-out MCQ accuracy": accuracy,
+                     "questions": judge.questions if judge else len(data.held_out_mcq())})
     return pd.DataFrame(rows)
 
 
@@ -285,20 +289,30 @@ def scn_candidates(base: PeakPatchConfig, scales, penalties) -> dict[str, PeakPa
             for s in scales for p in penalties}
 
 
-def design_table(runs: dict[str, PeakPatchConfig], histories: pd.DataFrame, questions: int) -> pd.DataFrame:
-    """One row per candidate: its open choices and its best held-out NegMCQ accuracy over
-    ``questions`` questions. ``chosen`` marks the best only when it beats the first candidate (the
-    reference) by at least one standard error of an accuracy over that many questions; a lead
-    within the noise keeps the reference."""
-    best = histories.groupby("run", sort=False)["held-out MCQ accuracy"].max()
+def design_table(runs: dict[str, PeakPatchConfig], accuracies: dict[str, float], questions: int) -> pd.DataFrame:
+    """One row per candidate: its open choices and its NegMCQ accuracy over ``questions`` questions.
+    ``chosen`` marks the best only when it beats the first candidate (the reference) by more than two
+    standard errors of the difference (``analysis.choice_ties``'s rule, so a choice the chapter calls a
+    tie keeps the reference); a lead within the noise keeps the reference."""
     table = pd.DataFrame([{"candidate": name, **{f: getattr(c, f) for f in DESIGN_FIELDS},
-                           "held-out MCQ accuracy": float(best[name])} for name, c in runs.items()])
+                           "held-out MCQ accuracy": float(accuracies[name]), "questions": questions}
+                          for name, c in runs.items()])
     accuracy = table["held-out MCQ accuracy"]
     table["standard error"] = np.sqrt(accuracy * (1 - accuracy) / questions)
     leader = int(accuracy.idxmax())
-    chosen = leader if accuracy[leader] - accuracy[0] >= table["standard error"][0] else 0
+    two_se = 2 * np.hypot(table["standard error"][leader], table["standard error"][0])
+    chosen = leader if accuracy[leader] - accuracy[0] > two_se else 0
     table["chosen"] = table.index == chosen
     return table
+
+
+def runner_up_design(table: pd.DataFrame) -> tuple[str, dict]:
+    """The name and open choices of the best candidate of ``design_table`` that was not chosen: what
+    chapter 03 trains at the full budget beside the chosen design, to show what a choice the held-out
+    questions decide (or call a tie) does to retrieval."""
+    rest = table[~table["chosen"].astype(bool)]
+    row = rest.loc[rest["held-out MCQ accuracy"].idxmax()]
+    return str(row["candidate"]), chosen_design(table.assign(chosen=table.index == row.name))
 
 
 def chosen_design(table: pd.DataFrame) -> dict:
@@ -309,18 +323,24 @@ def chosen_design(table: pd.DataFrame) -> dict:
 
 
 def choose_design(features: TextFeatures, data: NegationData, base: PeakPatchConfig, scales, penalties, root,
-                  progress: bool = True) -> pd.DataFrame:
-    """What App. 0.I leaves open, decided on ``data``'s held-out NegMCQ: the joint model trained at every
-    (SCN logit scale, Delta s penalty) of ``scn_candidates`` from ``base`` (the first candidate is the
-    reference), then with PyTorch's default initialisation (``identity_init`` off) at the best of them.
-    Returns ``design_table`` of every candidate; ``chosen_design`` reads the one kept."""
+                  progress: bool = True, judge=None, layers: tuple[int, int] | None = None) -> pd.DataFrame:
+    """What App. 0.I leaves open: the joint model trained at every (SCN logit scale, Delta s penalty) of
+    ``scn_candidates`` from ``base`` (the first candidate is the reference), then with PyTorch's default
+    initialisation (``identity_init`` off) at the best of them. Runs are compared by ``judge(model,
+    layers)`` (the decision set of ``methods.decision``, ``features`` being at ``layers``), or without one
+    by their best held-out epoch. Returns ``design_table`` of every candidate; ``chosen_design`` reads the
+    one kept."""
+    def table(candidates):
+        models, history = train_variants(features, data, candidates, root, progress)
+        if judge is None:
+            best = history.groupby("run", sort=False)["held-out MCQ accuracy"].max()
+            return design_table(candidates, best.to_dict(), len(data.held_out_mcq()))
+        return design_table(candidates, {n: judge(m, layers) for n, m in models.items()}, judge.questions)
+
     candidates = scn_candidates(base, scales, penalties)
-    _, history = train_variants(features, data, candidates, root, progress)
-    questions = len(data.held_out_mcq())
-    best = design_table(candidates, history, questions).query("chosen")["candidate"].iloc[0]
+    best = table(candidates).query("chosen")["candidate"].iloc[0]
     candidates[f"{best}, default init"] = replace(candidates[best], identity_init=False)
-    _, history = train_variants(features, data, candidates, root, progress)
-    return design_table(candidates, history, questions)
+    return table(candidates)
 
 
 def load_design(profile, backbone: str | None = None, pretrained: str | None = None) -> dict:
