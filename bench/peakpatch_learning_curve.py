@@ -4,7 +4,7 @@ every benchmark value with its 95% bootstrap interval, beside the frozen model. 
 table this writes. It reads chapter 02's layers and chapter 03's design from the profile's results, so
 run the book first (``make book``); the size equal to the world's negtrain reuses the book's own runs.
 
-    .venv/bin/python bench/peakpatch_learning_curve.py [--sizes 2000 8000 32000] [--profile cpu]
+    .venv/bin/python bench/peakpatch_learning_curve.py [--sizes 2000 8000 32000 128000] [--profile cpu]
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from negutils.session import open_session  # noqa: E402
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 32000],
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 32000, 128000],
                         help="negtrain images per point (the world's negtrain size is the book's own run)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--bootstrap", type=int, default=1000)

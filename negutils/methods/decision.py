@@ -1,7 +1,8 @@
 """The questions chapter 03's choices are compared on. Each PeakPatch run keeps the epoch that does best
 on its negtrain's held-out tenth, but comparing runs there decides little on the world: a tenth of its
-negtrain is about 800 NegMCQ questions, a standard error near 1.8 points, wider than most of the gaps
-between layers, SCN settings, initialisations and NegFull alphas. The decision set holds enough questions
+negtrain holds too few NegMCQ questions for their standard error to separate most of the gaps between
+layers, SCN settings, initialisations and NegFull alphas (chapter 03's ``03_choice_ties`` shows the
+gaps and the errors). The decision set holds enough questions
 that an accuracy's standard error is at most half a point (``PeakPatchSettings.decision_questions``), on
 images no run trains on or picks its epoch on:
 
