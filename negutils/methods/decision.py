@@ -19,17 +19,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-import torch
 
-from ..core.metrics import choice_credit
 from ..models.backbone import Backbone
 from ..models.features import extract_layer_sweep, TextFeatures
 from ..world.coco import load_split
 from ..world.generate import ensure_extra_split
 from .peakpatch.model import PeakPatch
-from .peakpatch.train import option_scores
+from .negfull import held_out_credit as negfull_credit
+from .peakpatch.train import held_out_credit
 from .training_data import NegationData, prepare_negation_data
 
 DECISION_STREAM = "negtrain-decision"
@@ -99,20 +99,7 @@ def peakpatch_credit(model: PeakPatch, features: TextFeatures, decision: Decisio
     if len(features) != len(decision.data.captions):
         raise ValueError(f"the feature cache holds {len(features)} captions, the decision set "
                          f"{len(decision.data.captions)}: extract it from decision.data.captions")
-    mcq = decision.data.held_out_mcq()
-    scores = option_scores(model, features, decision.data.images, mcq).cpu().numpy()
-    return choice_credit(scores, mcq["correct"].to_numpy())
-
-
-@torch.no_grad()
-def backbone_credit(backbone: Backbone, decision: DecisionSet) -> np.ndarray:
-    """Per question, the credit of a (fine-tuned) backbone's cosine scores: how NegFull's alphas compare."""
-    data = decision.data
-    mcq = data.held_out_mcq()
-    images = backbone.encode_images(data.split.images(mcq["image_index"].to_numpy()), progress=False)
-    options = mcq[[f"option_{k}" for k in range(4)]].to_numpy()
-    text = backbone.encode_text([data.captions[c] for c in options.ravel()]).reshape(len(mcq), 4, -1)
-    return choice_credit((images[:, None, :] * text).sum(-1).cpu().numpy(), mcq["correct"].to_numpy())
+    return held_out_credit(model, features, decision.data)
 
 
 @dataclass
@@ -120,7 +107,7 @@ class PeakPatchJudge:
     """A PeakPatch run's accuracy on the decision set, from the cache of its captions at the run's
     (l_p, l_a): what ``choose_design`` and ``layer_sweep`` compare runs by."""
     decision: DecisionSet
-    folders: dict[tuple[int, int], object]
+    folders: dict[tuple[int, int], Path]
 
     @property
     def questions(self) -> int:
@@ -150,4 +137,4 @@ class BackboneJudge:
         return self.decision.questions
 
     def __call__(self, backbone: Backbone) -> float:
-        return float(backbone_credit(backbone, self.decision).mean())
+        return float(negfull_credit(backbone, self.decision.data).mean())

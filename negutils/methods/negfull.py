@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from ..core.cache import (adopt_unrecorded, atomic_write_json, config_hash, file_record, record_path,
                           recorded_problems)
+from ..core.metrics import choice_credit
 from ..models.backbone import Backbone, load_backbone, save_checkpoint
 from ..models.features import captions_hash
 from ..models.pretrain import attention_kernel
@@ -39,7 +40,6 @@ from ..models.weights import read_checkpoint_metadata
 from .training_data import (
     NegationData,
     contrastive_loss,
-    mcq_accuracy,
     mcq_loss,
     protocol_view,
     with_protocol,
@@ -158,13 +158,20 @@ def finetune_negfull(backbone: Backbone, data: NegationData, config: NegFullConf
 
 
 @torch.no_grad()
-def held_out_accuracy(backbone: Backbone, data: NegationData) -> float:
-    """4-way accuracy of a (fine-tuned) backbone on the held-out images' NegMCQ (ties wrong)."""
+def held_out_credit(backbone: Backbone, data: NegationData) -> np.ndarray:
+    """Per held-out NegMCQ question, the credit of a (fine-tuned) backbone's cosine scores (1 right, 0
+    wrong, 1/k on a k-way tie)."""
     mcq = data.held_out_mcq()
     images = backbone.encode_images(data.split.images(mcq["image_index"].to_numpy()), progress=False)
     options = mcq[[f"option_{k}" for k in range(4)]].to_numpy()
     text = backbone.encode_text([data.captions[c] for c in options.ravel()]).reshape(len(mcq), 4, -1)
-    return mcq_accuracy((images[:, None, :] * text).sum(-1), mcq["correct"].to_numpy())
+    return choice_credit((images[:, None, :] * text).sum(-1).cpu().numpy(), mcq["correct"].to_numpy())
+
+
+def held_out_accuracy(backbone: Backbone, data: NegationData) -> float:
+    """4-way accuracy of a (fine-tuned) backbone on the held-out images' NegMCQ (``held_out_credit``)."""
+    credit = held_out_credit(backbone, data)
+    return float(credit.mean()) if len(credit) else float("nan")
 
 
 def ensure_negfull(backbone: Backbone, base_key: str, data: NegationData, config: NegFullConfig,

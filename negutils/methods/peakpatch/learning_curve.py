@@ -10,7 +10,6 @@ its few thousand training images make of it.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pandas as pd
 
@@ -18,7 +17,7 @@ from ...benchmarks.suite import evaluate_methods
 from ...config import get_profile
 from ...models.features import extract_text_features, TextFeatures
 from ...world.coco import CocoSplit, load_split
-from ...world.generate import ensure_extra_split
+from ...world.generate import ensure_extra_split, ensure_world
 from ..registry import build_scorer, method_id, variant_label
 from ..training_data import DEFAULT_PROTOCOL, prepare_negation_data
 from .scorer import PeakTaps
@@ -42,7 +41,7 @@ def negtrain_of_size(profile, n_images: int) -> CocoSplit:
     if n_images < 1:
         raise ValueError(f"a learning-curve size must be a positive number of images, got {n_images}")
     if n_images == world.negtrain:
-        return load_split(Path(profile.artifacts_dir()) / f"world-{world.key()}" / "negtrain")
+        return load_split(ensure_world(world, profile.artifacts_dir()) / "negtrain")
     return load_split(ensure_extra_split(world, "negtrain", "negtrain", n_images, profile.artifacts_dir()))
 
 
@@ -50,10 +49,10 @@ def sized_label(variant: str, n_images: int) -> str:
     return f"{variant_label(variant)} @ {n_images} images"
 
 
-def curve_runs(session, split: CocoSplit, n_images: int, layers: tuple[int, int], design: dict, feature_root,
-               model_root, variants=VARIANTS) -> dict:
-    """Every variant trained on ``split`` (``n_images`` of negtrain) under chapter 03's protocol and design:
-    ``{sized_label: PeakPatch scorer}``, sharing the vanilla image tower."""
+def curve_runs(session, split: CocoSplit, layers: tuple[int, int], design: dict, feature_root, model_root,
+               variants=VARIANTS) -> dict:
+    """Every variant trained on ``split`` (a ``negtrain_of_size``) under chapter 03's protocol and design:
+    ``{variant: PeakPatch model}``."""
     settings = session.profile.peakpatch
     data = prepare_negation_data(session.backbone, split, session.features_key, feature_root)
     features = TextFeatures(extract_text_features(session.backbone, data.captions, *layers, feature_root,
@@ -73,7 +72,7 @@ def learning_curve(session, sizes, layers: tuple[int, int], design: dict, featur
     taps = PeakTaps(session.backbone, *layers)
     scorers, images_of = {vanilla.name: vanilla}, {vanilla.name: 0}
     for n in sizes:
-        models = curve_runs(session, negtrain_of_size(session.profile, n), n, layers, design, feature_root,
+        models = curve_runs(session, negtrain_of_size(session.profile, n), layers, design, feature_root,
                             model_root, variants)
         for variant, model in models.items():
             label = sized_label(variant, n)

@@ -29,13 +29,13 @@ import torch
 from tqdm.auto import tqdm
 
 from ...core.cache import config_hash, recorded_problems, save_recorded
+from ...core.metrics import choice_credit
 from ...core.results import choice_for, read_results
 from ...core.workers import TRAINING_THREADS, WORKERS, run_in_workers, torch_threads
 from ...models.features import TextFeatures
 from ..training_data import (
     NegationData,
     contrastive_loss,
-    mcq_accuracy,
     mcq_loss,
     protocol_view,
 )
@@ -121,10 +121,16 @@ def option_scores(model: PeakPatch, features: TextFeatures, images: torch.Tensor
     return (image * corrected[opt]).sum(-1) + model.delta(corrected[opt], peak[opt], image)
 
 
-def held_out_accuracy(model: PeakPatch, features: TextFeatures, data: NegationData) -> float:
-    """4-way accuracy on the held-out images' NegMCQ (ties count as wrong)."""
+def held_out_credit(model: PeakPatch, features: TextFeatures, data: NegationData) -> np.ndarray:
+    """Per held-out NegMCQ question, the credit of the model's pick (1 right, 0 wrong, 1/k on a k-way tie)."""
     mcq = data.held_out_mcq()
-    return mcq_accuracy(option_scores(model, features, data.images, mcq), mcq["correct"].to_numpy())
+    return choice_credit(option_scores(model, features, data.images, mcq).cpu().numpy(), mcq["correct"].to_numpy())
+
+
+def held_out_accuracy(model: PeakPatch, features: TextFeatures, data: NegationData) -> float:
+    """4-way accuracy on the held-out images' NegMCQ: the mean of ``held_out_credit``."""
+    credit = held_out_credit(model, features, data)
+    return float(credit.mean()) if len(credit) else float("nan")
 
 
 def _lr_lambda(total_steps: int, final_fraction: float):
@@ -330,12 +336,15 @@ def choose_design(features: TextFeatures, data: NegationData, base: PeakPatchCon
     layers)`` (the decision set of ``methods.decision``, ``features`` being at ``layers``), or without one
     by their best held-out epoch. Returns ``design_table`` of every candidate; ``chosen_design`` reads the
     one kept."""
+    judged: dict[str, float] = {}       # a candidate of both rounds is the same cached model: judged once
+
     def table(candidates):
         models, history = train_variants(features, data, candidates, root, progress)
         if judge is None:
             best = history.groupby("run", sort=False)["held-out MCQ accuracy"].max()
             return design_table(candidates, best.to_dict(), len(data.held_out_mcq()))
-        return design_table(candidates, {n: judge(m, layers) for n, m in models.items()}, judge.questions)
+        judged.update({n: judge(m, layers) for n, m in models.items() if n not in judged})
+        return design_table(candidates, judged, judge.questions)
 
     candidates = scn_candidates(base, scales, penalties)
     best = table(candidates).query("chosen")["candidate"].iloc[0]
